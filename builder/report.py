@@ -1,0 +1,115 @@
+"""The build report: what was accepted (with task ids), what was rejected and why, timings.
+
+``build_release`` writes it as ``build_report.json`` next to the release folder.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import time
+import uuid
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from builder.sources.base import Rejection
+
+logger = logging.getLogger(__name__)
+
+REPORT_SCHEMA_VERSION = "1.0"
+REPORT_NAME = "build_report.json"
+
+
+@dataclass(frozen=True, kw_only=True)
+class AcceptedItem:
+    """A source item that became a task."""
+
+    corpus: str
+    id: str
+    task_id: str
+
+
+@dataclass(frozen=True, kw_only=True)
+class BuildReport:
+    """The outcome of one ``build_release``.
+
+    Attributes:
+        release: the release folder.
+        seed: the build seed.
+        accepted: accepted items in task order.
+        rejected: rejected items with their stage and a one-line reason.
+        skipped: ids the source itself marks as unanswerable.
+        timings: seconds spent per stage, summed over items.
+        wall_seconds: the whole build, start to finish.
+    """
+
+    release: str
+    seed: int
+    accepted: tuple[AcceptedItem, ...]
+    rejected: tuple[Rejection, ...]
+    skipped: tuple[str, ...] = ()
+    timings: Mapping[str, float] = field(default_factory=dict)
+    wall_seconds: float = 0.0
+
+    @property
+    def items_per_second(self) -> float:
+        """Items handled (accepted or rejected) per second of wall time."""
+        handled = len(self.accepted) + len(self.rejected)
+        return handled / self.wall_seconds if self.wall_seconds > 0 else 0.0
+
+    def to_json(self) -> dict[str, Any]:
+        """A JSON-ready dict."""
+        return {
+            "schema_version": REPORT_SCHEMA_VERSION,
+            "release": self.release,
+            "seed": self.seed,
+            "counts": {
+                "accepted": len(self.accepted),
+                "rejected": len(self.rejected),
+                "skipped": len(self.skipped),
+            },
+            "accepted": [
+                {"corpus": a.corpus, "id": a.id, "task_id": a.task_id} for a in self.accepted
+            ],
+            "rejected": [r.to_json() for r in self.rejected],
+            "skipped": list(self.skipped),
+            "timings": {k: round(v, 6) for k, v in self.timings.items()},
+            "wall_seconds": round(self.wall_seconds, 6),
+            "items_per_second": round(self.items_per_second, 3),
+        }
+
+    def write(self, path: Path) -> None:
+        """Write the report as JSON (temp file + rename)."""
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.parent / f".{path.name}.{uuid.uuid4().hex[:8]}.tmp"
+        tmp.write_text(
+            json.dumps(self.to_json(), ensure_ascii=False, indent=2) + "\n", encoding="utf-8"
+        )
+        os.replace(tmp, path)
+
+
+class StageTimer:
+    """Sums the seconds spent in each named stage."""
+
+    def __init__(self) -> None:
+        self.totals: dict[str, float] = {}
+
+    @contextmanager
+    def __call__(self, stage: str) -> Iterator[None]:
+        """Time the enclosed block as ``stage``."""
+        started = time.perf_counter()
+        try:
+            yield
+        finally:
+            self.totals[stage] = self.totals.get(stage, 0.0) + time.perf_counter() - started
+
+    def add(self, stage: str, seconds: float) -> None:
+        """Add seconds measured elsewhere."""
+        self.totals[stage] = self.totals.get(stage, 0.0) + seconds
+
+
+__all__ = ["REPORT_NAME", "AcceptedItem", "BuildReport", "StageTimer"]

@@ -1,0 +1,230 @@
+"""Encoding and decoding with the ffmpeg binary of the ``imageio-ffmpeg`` wheel.
+
+Frames go to ffmpeg as raw RGB24 on a pipe (every frame the same size and pixel format)
+with the narration WAV as the second input; the output is H.264 (yuv420p) with AAC audio in
+an MP4. No system ffmpeg is needed. ``probe`` decodes a file fully and reports its
+duration, frame count and streams; ``frame_at`` decodes one frame as grayscale.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import re
+import subprocess
+import tempfile
+from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import Any
+
+logger = logging.getLogger(__name__)
+
+
+class EncodingError(RuntimeError):
+    """ffmpeg failed; carries its last error lines."""
+
+
+def ffmpeg() -> str:
+    """The ffmpeg executable shipped in the imageio-ffmpeg wheel.
+
+    Raises:
+        EncodingError: imageio-ffmpeg is not installed.
+    """
+    try:
+        import imageio_ffmpeg
+    except ImportError as exc:  # pragma: no cover - a declared dependency
+        raise EncodingError(
+            "video rendering needs the imageio-ffmpeg package (pip install imageio-ffmpeg)"
+        ) from exc
+    return str(imageio_ffmpeg.get_ffmpeg_exe())
+
+
+def encode(
+    frames: Iterable[bytes],
+    *,
+    width: int,
+    height: int,
+    fps: int,
+    audio_wav: bytes,
+    seconds: float,
+    crf: int = 20,
+) -> bytes:
+    """Encode raw RGB24 frames plus a WAV track into MP4 bytes.
+
+    Raises:
+        EncodingError: ffmpeg failed.
+    """
+    with tempfile.TemporaryDirectory(prefix="encode-") as tmp:
+        wav = os.path.join(tmp, "audio.wav")
+        out = os.path.join(tmp, "video.mp4")
+        with open(wav, "wb") as fh:
+            fh.write(audio_wav)
+        cmd = [
+            ffmpeg(),
+            "-y",
+            "-loglevel",
+            "error",
+            "-f",
+            "rawvideo",
+            "-pix_fmt",
+            "rgb24",
+            "-s",
+            f"{width}x{height}",
+            "-r",
+            str(fps),
+            "-i",
+            "-",
+            "-i",
+            wav,
+            "-map",
+            "0:v",
+            "-map",
+            "1:a",
+            "-c:v",
+            "libx264",
+            "-preset",
+            "veryfast",
+            "-crf",
+            str(crf),
+            "-pix_fmt",
+            "yuv420p",
+            "-c:a",
+            "aac",
+            "-b:a",
+            "64k",
+            "-t",
+            f"{seconds:.3f}",
+            "-movflags",
+            "+faststart",
+            out,
+        ]
+        proc = subprocess.Popen(cmd, stdin=subprocess.PIPE, stderr=subprocess.PIPE)
+        assert proc.stdin is not None
+        try:
+            for frame in frames:
+                proc.stdin.write(frame)
+            proc.stdin.close()
+        except BrokenPipeError:
+            pass
+        err = proc.stderr.read().decode(errors="replace") if proc.stderr else ""
+        if proc.wait() != 0 or not os.path.exists(out):
+            raise EncodingError(f"ffmpeg failed: {err.strip()[-300:]}")
+        with open(out, "rb") as fh:
+            return fh.read()
+
+
+@dataclass(frozen=True, kw_only=True)
+class Probe:
+    """What a full decode of a video found."""
+
+    seconds: float
+    frames: int
+    has_audio: bool
+    has_video: bool
+    width: int
+    height: int
+    errors: str = ""
+
+
+def probe(data: bytes) -> Probe:
+    """Decode a video completely and describe it."""
+    with tempfile.NamedTemporaryFile(suffix=".mp4") as fh:
+        fh.write(data)
+        fh.flush()
+        proc = subprocess.run(
+            [
+                ffmpeg(),
+                "-hide_banner",
+                "-v",
+                "info",
+                "-i",
+                fh.name,
+                "-map",
+                "0:v",
+                "-f",
+                "null",
+                "-",
+            ],
+            capture_output=True,
+            timeout=600,
+            check=False,
+        )
+    err = proc.stderr.decode(errors="replace")
+    frames = [int(m) for m in re.findall(r"frame=\s*(\d+)", err)]
+    times = re.findall(r"time=(\d+):(\d+):(\d+\.\d+)", err)
+    seconds = 0.0
+    if times:
+        h, m, s = times[-1]
+        seconds = int(h) * 3600 + int(m) * 60 + float(s)
+    dur = re.search(r"Duration: (\d+):(\d+):(\d+\.\d+)", err)
+    if dur:
+        seconds = max(
+            seconds, int(dur.group(1)) * 3600 + int(dur.group(2)) * 60 + float(dur.group(3))
+        )
+    size = re.search(r"Video: .*?(\d{2,5})x(\d{2,5})", err)
+    bad = "\n".join(
+        line for line in err.splitlines() if re.search(r"error|invalid|corrupt", line, re.I)
+    )
+    return Probe(
+        seconds=seconds,
+        frames=frames[-1] if frames else 0,
+        has_audio=bool(re.search(r"Stream #\S+.*Audio:", err)),
+        has_video=bool(re.search(r"Stream #\S+.*Video:", err)),
+        width=int(size.group(1)) if size else 0,
+        height=int(size.group(2)) if size else 0,
+        errors=bad if proc.returncode == 0 else (bad or err[-300:]),
+    )
+
+
+def frame_at(
+    data: bytes, seconds: float, *, width: int, height: int, fps: float | None = None
+) -> Any:
+    """The frame shown at a time, as a grayscale numpy array (height x width).
+
+    ffmpeg's seek returns the first frame whose timestamp is not before the seek time, so
+    with ``fps`` the time is moved back to the start of the frame on screen at that moment.
+    """
+    import math
+
+    import numpy as np
+
+    if fps:
+        seconds = max(0.0, math.floor(seconds * fps + 1e-6) / fps - 0.001)
+
+    with tempfile.NamedTemporaryFile(suffix=".mp4") as fh:
+        fh.write(data)
+        fh.flush()
+        for at in (seconds, max(0.0, seconds - 0.25), max(0.0, seconds - 0.5)):
+            proc = subprocess.run(
+                [
+                    ffmpeg(),
+                    "-v",
+                    "error",
+                    "-ss",
+                    f"{at:.3f}",
+                    "-i",
+                    fh.name,
+                    "-frames:v",
+                    "1",
+                    "-f",
+                    "rawvideo",
+                    "-pix_fmt",
+                    "gray",
+                    "-",
+                ],
+                capture_output=True,
+                timeout=120,
+                check=False,
+            )
+            if proc.returncode == 0 and len(proc.stdout) >= width * height:
+                break
+    raw = proc.stdout
+    if proc.returncode != 0 or len(raw) < width * height:
+        raise EncodingError(
+            f"cannot decode a frame at {seconds:.2f}s: "
+            f"{proc.stderr.decode(errors='replace')[-200:]}"
+        )
+    return np.frombuffer(raw[: width * height], dtype=np.uint8).reshape(height, width)
+
+
+__all__ = ["EncodingError", "Probe", "encode", "ffmpeg", "frame_at", "probe"]

@@ -1,0 +1,568 @@
+"""The two video strategies: predicate abstraction and answer evidence.
+
+- ``predicate_abstraction``: one or two stable predicate atoms stated in the question move
+  into the video (an entity card, a configuration panel with field, direction and cutoff, or
+  a time window); the question's aligned span becomes a slot that points at the video, and
+  the records stay in the workspace. Boundary records (real rows either side of a cutoff)
+  and out-of-scope entities (real values of the same field) are the distractors.
+- ``answer_evidence``: for a compact answer, the rows of one source table that produce it
+  are shown across scenes and that table is withheld from the workspace. Replacing the table
+  by exactly the shown rows must reproduce the gold by execution; every distractor (a real
+  nearby row) is kept only if adding it still reproduces the gold, so no distractor can
+  create a second valid answer.
+
+Both reject (``StrategyRejected``, one line) when the task does not fit.
+"""
+
+from __future__ import annotations
+
+import logging
+import random
+import re
+import sqlite3
+from collections import Counter
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from builder.documents.plan import column_label
+from builder.tables import quote_ident
+from builder.video.atoms import AnswerAtom, AtomSet, PredicateAtom, display, question_span
+
+logger = logging.getLogger(__name__)
+
+STRATEGIES = ("predicate_abstraction", "answer_evidence")
+
+_BEFORE_EN = (
+    "no less than",
+    "no more than",
+    "at least",
+    "at most",
+    "more than",
+    "greater than",
+    "less than",
+    "fewer than",
+    "higher than",
+    "lower than",
+    "over",
+    "above",
+    "below",
+    "under",
+    "exceeding",
+    "after",
+    "before",
+    "since",
+)
+_AFTER_EN = (
+    "or older",
+    "or younger",
+    "or more",
+    "or less",
+    "or above",
+    "or below",
+    "or higher",
+    "or lower",
+    "or later",
+    "or earlier",
+    "and above",
+    "and over",
+    "and below",
+    "%",
+)
+_BEFORE_ZH = (
+    "不少于",
+    "不低于",
+    "不超过",
+    "不高于",
+    "超过",
+    "高于",
+    "低于",
+    "大于",
+    "小于",
+    "至少",
+    "多于",
+    "少于",
+)
+_AFTER_ZH = ("及以上", "及以下", "以上", "以下", "之后", "之前", "%")
+
+
+class StrategyRejected(ValueError):
+    """A task does not fit a video strategy; carries a one-line reason."""
+
+
+@dataclass(frozen=True, kw_only=True)
+class SupportRecord:
+    """A real row shown in the video (answer-bearing, distractor or boundary example)."""
+
+    record_id: str
+    table: str
+    rowid: int
+    columns: tuple[str, ...]
+    values: tuple[Any, ...]
+    role: str
+
+    def to_json(self) -> dict[str, Any]:
+        """A JSON-ready dict."""
+        return {
+            "record_id": self.record_id,
+            "table": self.table,
+            "rowid": self.rowid,
+            "columns": list(self.columns),
+            "values": [display(v) for v in self.values],
+            "role": self.role,
+        }
+
+
+@dataclass(frozen=True, kw_only=True)
+class EvidencePlan:
+    """What a video must carry and how the task changes.
+
+    Attributes:
+        strategy: one of ``STRATEGIES``.
+        table: the main source table of the evidence.
+        predicates: the predicate atoms moved into the video.
+        answers: the answer atoms shown in the video.
+        records: supporting records (answer rows, distractors, boundary examples).
+        question: the rewritten question.
+        withheld: tables removed from the workspace.
+        cells: answer atom id -> (record id, column) where it is shown.
+        language: ``en`` or ``zh``.
+    """
+
+    strategy: str
+    table: str
+    predicates: tuple[PredicateAtom, ...]
+    answers: tuple[AnswerAtom, ...]
+    records: tuple[SupportRecord, ...]
+    question: str
+    withheld: tuple[str, ...] = ()
+    cells: dict[str, tuple[str, str]] = field(default_factory=dict)
+    language: str = "en"
+
+    @property
+    def atoms(self) -> tuple[PredicateAtom | AnswerAtom, ...]:
+        """Every evidence atom, predicates first."""
+        return (*self.predicates, *self.answers)
+
+    def to_json(self) -> dict[str, Any]:
+        """A JSON-ready dict (for the ledger)."""
+        return {
+            "strategy": self.strategy,
+            "table": self.table,
+            "atoms": [a.to_json() for a in self.atoms],
+            "records": [r.to_json() for r in self.records],
+            "question": self.question,
+            "withheld": list(self.withheld),
+            "cells": {k: list(v) for k, v in self.cells.items()},
+        }
+
+
+def _expand(question: str, span: tuple[int, int], zh: bool, operator: str) -> tuple[int, int]:
+    """Widen a literal's span over adjacent direction words and units, or a year's ``年``."""
+    a, b = span
+    if operator == "=":
+        return span
+    if operator == "year":
+        before, after = ((), ("年",)) if zh else ((), ())
+    else:
+        before, after = (_BEFORE_ZH, _AFTER_ZH) if zh else (_BEFORE_EN, _AFTER_EN)
+    low = question.lower()
+    for word in sorted(after, key=len, reverse=True):
+        rest = low[b:].lstrip(" ") if not zh else low[b:]
+        if rest.startswith(word):
+            b = b + (len(low[b:]) - len(rest)) + len(word)
+            break
+    for word in sorted(before, key=len, reverse=True):
+        head = low[:a].rstrip(" ") if not zh else low[:a]
+        if head.endswith(word) and (
+            zh or len(head) == len(word) or not head[-len(word) - 1].isalnum()
+        ):
+            a = len(head) - len(word)
+            break
+    return a, b
+
+
+def slot_text(atom: PredicateAtom, language: str) -> str:
+    """The text that replaces an atom's span in the question.
+
+    >>> a = PredicateAtom(atom_id="P1", table="t", column="AGE", operator=">=", value=60,
+    ...                   literal="60", span=(0, 2), display="60")
+    >>> slot_text(a, "en")
+    '[the age condition configured in the video]'
+    """
+    label = column_label(atom.column, language)
+    if language == "zh":
+        if atom.operator == "year":
+            return "【视频时间窗口中的年份】"
+        if atom.operator == "=":
+            return f"【视频中所示的{label}】"
+        return f"【视频中配置的{label}条件】"
+    if atom.operator == "year":
+        return "[the year of the time window shown in the video]"
+    if atom.operator == "=":
+        return f"[the {label} shown in the video]"
+    return f"[the {label} condition configured in the video]"
+
+
+def leaks(question: str, atom: PredicateAtom | AnswerAtom) -> bool:
+    """Whether the question still states an atom's value.
+
+    >>> a = AnswerAtom(atom_id="A1", row=0, field="x", value=151.0, display="151.0")
+    >>> leaks("is it 151.0?", a), leaks("is it 1510?", a)
+    (True, False)
+    """
+    literal = atom.literal if isinstance(atom, PredicateAtom) else atom.display
+    return question_span(question + " ", literal, atom.value) is not None or bool(
+        len(literal) >= 2
+        and re.search(
+            r"(?<![0-9A-Za-z_.])" + re.escape(literal.lower()) + r"(?![0-9A-Za-z_]|\.\d)",
+            question.lower(),
+        )
+    )
+
+
+def _order_rank(atom: PredicateAtom) -> int:
+    return {"year": 0, ">": 1, ">=": 1, "<": 1, "<=": 1, "=": 2, "!=": 3}[atom.operator]
+
+
+def _id_column(conn: sqlite3.Connection, table: str, exclude: str) -> str | None:
+    info = conn.execute(f"pragma table_info({quote_ident(table)})").fetchall()
+    for r in sorted(info, key=lambda r: (not r[5], r[0])):
+        name = r[1]
+        if name != exclude and (r[5] or re.search(r"(id|code)$", name, re.I)):
+            return name
+    return None
+
+
+def _satisfies(value: Any, atom: PredicateAtom) -> bool:
+    if value is None:
+        return False
+    if atom.operator == "year":
+        return str(value)[:4] == str(atom.value)
+    try:
+        a, b = (
+            (float(value), float(atom.value))
+            if isinstance(atom.value, int | float)
+            else (str(value), str(atom.value))
+        )
+    except (TypeError, ValueError):
+        return False
+    return {"=": a == b, "!=": a != b, ">": a > b, ">=": a >= b, "<": a < b, "<=": a <= b}[
+        atom.operator
+    ]
+
+
+def _boundary(
+    conn: sqlite3.Connection, atom: PredicateAtom, rng: random.Random, start: int
+) -> list[SupportRecord]:
+    """Real rows either side of an atom's condition (or other values of its field)."""
+    t, c = quote_ident(atom.table), quote_ident(atom.column)
+    idc = _id_column(conn, atom.table, atom.column)
+    cols = [x for x in (idc, atom.column) if x]
+    sel = ", ".join(quote_ident(x) for x in cols)
+    if atom.operator == "=":
+        rows = conn.execute(
+            f"select rowid, {sel} from {t} where {c} is not null and {c} != ? "
+            f"group by {c} order by rowid limit 40",
+            (atom.value,),
+        ).fetchall()
+        rng.shuffle(rows)
+        picked = rows[:3]
+    elif atom.operator == "year":
+        year = f"substr({c}, 1, 4)"
+        inside = conn.execute(
+            f"select rowid, {sel} from {t} where {year} = ? order by rowid limit 2",
+            (str(atom.value),),
+        ).fetchall()
+        outside = conn.execute(
+            f"select rowid, {sel} from {t} where {c} is not null and "
+            f"{year} != ? order by abs(cast({year} as integer) - ?), rowid "
+            "limit 2",
+            (str(atom.value), int(atom.value)),
+        ).fetchall()
+        picked = inside + outside
+    else:
+        rows = conn.execute(
+            f"select rowid, {sel} from {t} where typeof({c}) in "
+            f"('integer', 'real') order by abs({c} - ?), rowid limit 40",
+            (atom.value,),
+        ).fetchall()
+        passing = [r for r in rows if _satisfies(r[-1], atom)][:2]
+        failing = [r for r in rows if not _satisfies(r[-1], atom)][:2]
+        picked = passing + failing
+    out = []
+    for n, r in enumerate(picked):
+        role = "pass" if _satisfies(r[-1], atom) else "fail"
+        out.append(
+            SupportRecord(
+                record_id=f"R{start + n}",
+                table=atom.table,
+                rowid=int(r[0]),
+                columns=tuple(cols),
+                values=tuple(r[1:]),
+                role=role,
+            )
+        )
+    return out
+
+
+def predicate_abstraction(
+    atoms: AtomSet,
+    *,
+    question: str,
+    conn: sqlite3.Connection,
+    language: str,
+    seed: int,
+    max_atoms: int = 2,
+) -> EvidencePlan:
+    """Move up to ``max_atoms`` stated conditions into the video.
+
+    Raises:
+        StrategyRejected: no predicate is stated once in the question, or rewriting the
+            question would still leak a moved value.
+    """
+    candidates = sorted(
+        (p for p in atoms.predicates if p.span and p.operator != "!="),
+        key=lambda p: (_order_rank(p), p.atom_id),
+    )
+    if not candidates:
+        raise StrategyRejected("no stable condition is stated in the question")
+    chosen: list[PredicateAtom] = []
+    spans: list[tuple[int, int]] = []
+    zh = language == "zh"
+    for atom in candidates:
+        assert atom.span is not None
+        span = _expand(question, atom.span, zh, atom.operator)
+        if any(not (span[1] <= a or b <= span[0]) for a, b in spans):
+            continue
+        chosen.append(atom)
+        spans.append(span)
+        if len(chosen) >= max_atoms:
+            break
+    rewritten = question
+    for atom, span in sorted(zip(chosen, spans, strict=True), key=lambda x: -x[1][0]):
+        rewritten = rewritten[: span[0]] + slot_text(atom, language) + rewritten[span[1] :]
+    for atom in chosen:
+        if leaks(rewritten, atom):
+            raise StrategyRejected(f"the rewritten question still states {atom.display!r}")
+    rng = random.Random(f"pa:{seed}")
+    records: list[SupportRecord] = []
+    for atom in chosen:
+        records += _boundary(conn, atom, rng, len(records) + 1)
+    return EvidencePlan(
+        strategy="predicate_abstraction",
+        table=chosen[0].table,
+        predicates=tuple(chosen),
+        answers=(),
+        records=tuple(records),
+        question=rewritten,
+        language=language,
+    )
+
+
+def _rows_equal(a: Sequence[Sequence[Any]], b: Sequence[Sequence[Any]], ordered: bool) -> bool:
+    key = [tuple((type(v).__name__, v) for v in r) for r in a]
+    other = [tuple((type(v).__name__, v) for v in r) for r in b]
+    return key == other if ordered else Counter(key) == Counter(other)
+
+
+def run_restricted(
+    conn: sqlite3.Connection, sql: str, table: str, rowids: Sequence[int]
+) -> list[tuple[Any, ...]]:
+    """Execute ``sql`` on a copy of the database whose ``table`` holds only ``rowids``."""
+    copy = sqlite3.connect(":memory:")
+    try:
+        conn.backup(copy)
+        marks = ", ".join("?" for _ in rowids) or "null"
+        copy.execute(f"delete from {quote_ident(table)} where rowid not in ({marks})", list(rowids))
+        return copy.execute(sql).fetchall()
+    finally:
+        copy.close()
+
+
+def _referenced_columns(sql: str, table: str, schema: dict[str, tuple[str, ...]]) -> list[str]:
+    import sqlglot
+    from sqlglot import exp
+
+    from builder.video.atoms import _resolve
+
+    cols = []
+    for column in sqlglot.parse_one(sql, read="sqlite").find_all(exp.Column):
+        if _resolve(column, schema) == table:
+            for c in schema[table]:
+                if c.lower() == column.name.lower() and c not in cols:
+                    cols.append(c)
+    return cols
+
+
+def answer_evidence(
+    atoms: AtomSet,
+    *,
+    sql: str,
+    question: str,
+    conn: sqlite3.Connection,
+    header: Sequence[str],
+    rows: Sequence[Sequence[Any]],
+    ordered: bool,
+    schema: dict[str, tuple[str, ...]],
+    language: str,
+    seed: int,
+    max_rows: int = 6,
+    max_cells: int = 8,
+    max_columns: int = 6,
+    distractors: int = 3,
+) -> EvidencePlan:
+    """Show the answer-bearing rows of one source table and withhold that table.
+
+    Raises:
+        StrategyRejected: the answer is not compact, no table's rows reproduce it within the
+            limits, or the question states an answer value.
+    """
+    from builder.sqlinfo import tables_read
+
+    if len(rows) > 4 or len(rows) * len(header) > max_cells:
+        raise StrategyRejected(f"the answer ({len(rows)}x{len(header)}) is not compact enough")
+    for atom in atoms.answers:
+        if atom.value is None:
+            raise StrategyRejected("the answer holds NULL, which a video cannot show")
+        if leaks(question, atom):
+            raise StrategyRejected(f"the question states the answer value {atom.display!r}")
+    lower = {k.lower(): k for k in schema}
+    rng = random.Random(f"ae:{seed}")
+    reasons = []
+    for name in tables_read(sql):
+        table = lower.get(name.lower())
+        if table is None:
+            continue
+        shown = _referenced_columns(sql, table, schema)
+        conds, params = [], []
+        for p in atoms.predicates:
+            if p.table != table:
+                continue
+            c = quote_ident(p.column)
+            if p.operator == "year":
+                conds.append(f"substr({c}, 1, 4) = ?")
+                params.append(str(p.value))
+            else:
+                conds.append(f"{c} {p.operator} ?")
+                params.append(p.value)
+        where = " and ".join(conds) or "1"
+        cand = conn.execute(
+            f"select rowid, * from {quote_ident(table)} where {where} limit 500", params
+        ).fetchall()
+        values = {(type(a.value).__name__, a.value) for a in atoms.answers}
+        cols = schema[table]
+        hits = [r for r in cand if any((type(v).__name__, v) in values for v in r[1:])]
+        if not hits or len(hits) > max_rows:
+            reasons.append(f"{table}: {len(hits)} answer-bearing rows")
+            continue
+        ids = [int(r[0]) for r in hits]
+        if not _rows_equal(run_restricted(conn, sql, table, ids), rows, ordered):
+            reasons.append(f"{table}: its shown rows do not reproduce the answer")
+            continue
+        cells: dict[str, tuple[str, str]] = {}
+        for atom in atoms.answers:
+            for n, r in enumerate(hits):
+                for c, v in zip(cols, r[1:], strict=True):
+                    if (type(v).__name__, v) == (type(atom.value).__name__, atom.value):
+                        cells.setdefault(atom.atom_id, (f"R{n + 1}", c))
+                        if c not in shown:
+                            shown.append(c)
+        if len(cells) != len(atoms.answers):
+            reasons.append(f"{table}: not every answer value is a cell of its rows")
+            continue
+        if len(shown) > max_columns:
+            reasons.append(f"{table}: {len(shown)} columns are too many to show")
+            continue
+        # Distractors: real rows that share a shown value with an answer row, kept only when
+        # the gold survives them.
+        pool = conn.execute(
+            f"select rowid from {quote_ident(table)} where rowid not in "
+            f"({', '.join('?' for _ in ids)}) order by rowid limit 400",
+            ids,
+        ).fetchall()
+        near = []
+        idx = [cols.index(c) for c in shown]
+        answer_vals = {(i, r[1 + i]) for r in hits for i in idx}
+        for (rid,) in pool:
+            row = conn.execute(
+                f"select * from {quote_ident(table)} where rowid = ?", (rid,)
+            ).fetchone()
+            if any((i, row[i]) in answer_vals for i in idx):
+                near.append((int(rid), row))
+        rng.shuffle(near)
+        if len(near) < distractors:  # no close neighbours: any real rows will do
+            others = [
+                (
+                    int(rid),
+                    conn.execute(
+                        f"select * from {quote_ident(table)} where rowid = ?", (rid,)
+                    ).fetchone(),
+                )
+                for (rid,) in rng.sample(pool, min(len(pool), 6))
+            ]
+            near += [o for o in others if o[0] not in {n[0] for n in near}]
+        kept: list[tuple[int, tuple[Any, ...]]] = []
+        for rid, row in near[:12]:
+            trial = ids + [k[0] for k in kept] + [rid]
+            if _rows_equal(run_restricted(conn, sql, table, trial), rows, ordered):
+                kept.append((rid, row))
+            if len(kept) >= distractors:
+                break
+        records = [
+            SupportRecord(
+                record_id=f"R{n + 1}",
+                table=table,
+                rowid=int(r[0]),
+                columns=tuple(shown),
+                values=tuple(r[1 + cols.index(c)] for c in shown),
+                role="answer",
+            )
+            for n, r in enumerate(hits)
+        ]
+        records += [
+            SupportRecord(
+                record_id=f"R{len(hits) + n + 1}",
+                table=table,
+                rowid=rid,
+                columns=tuple(shown),
+                values=tuple(row[cols.index(c)] for c in shown),
+                role="distractor",
+            )
+            for n, (rid, row) in enumerate(kept)
+        ]
+        note = (
+            f"（所需的{table}记录见视频简报，工作区中没有该表。）"
+            if language == "zh"
+            else f" (The {table} records this needs are shown in the video briefing; that "
+            "table is not in the workspace.)"
+        )
+        return EvidencePlan(
+            strategy="answer_evidence",
+            table=table,
+            predicates=(),
+            answers=atoms.answers,
+            records=tuple(records),
+            question=question.rstrip() + note,
+            withheld=(table,),
+            cells=cells,
+            language=language,
+        )
+    raise StrategyRejected(
+        "no source table carries the answer compactly ("
+        + "; ".join(reasons or ["no table read"])
+        + ")"
+    )
+
+
+__all__ = [
+    "STRATEGIES",
+    "EvidencePlan",
+    "StrategyRejected",
+    "SupportRecord",
+    "answer_evidence",
+    "leaks",
+    "predicate_abstraction",
+    "run_restricted",
+    "slot_text",
+]

@@ -1,0 +1,437 @@
+"""The three tools of DataSpace-Agent: ``bash``, ``view_image`` and ``submit_answer``.
+
+Schemas, argument checks, output truncation, path rules and the answer check follow the
+paper's baseline. Every tool acts through the sandbox contract only; the controller never
+touches the sandbox's files directly. A tool never raises for the model's mistakes: a bad
+call becomes an error observation (``{"ok": false, "error_type", "error"}``). Sandbox
+failures (``SandboxError``) propagate: they are infrastructure faults.
+"""
+
+from __future__ import annotations
+
+import base64
+import csv
+import hashlib
+import io
+import json
+import logging
+import math
+import posixpath
+import sys
+import uuid
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from dataspace.sandbox.base import OUTPUT_DIR, WORKSPACE_DIR, Sandbox
+
+logger = logging.getLogger(__name__)
+
+MAX_PREDICTION_BYTES = 20 * 1024 * 1024  # the evaluator's own CSV size limit
+MAX_IMAGE_BYTES = 64 * 1024 * 1024
+MAX_IMAGE_PIXELS = 200_000_000
+INLINE_BYTES = 4 * 1024 * 1024  # base64 of it stays under the sandbox's output cap
+
+TOOL_SCHEMAS: list[dict[str, Any]] = [
+    {
+        "type": "function",
+        "function": {
+            "name": "bash",
+            "description": (
+                "Run a shell command inside the isolated task container. "
+                "The task workspace is read-only at /workspace. Write scripts, "
+                "derived media, and prediction files under /output."
+            ),
+            "parameters": {
+                "type": "object",
+                "properties": {
+                    "command": {"type": "string", "description": "The bash command to execute."},
+                    "timeout": {
+                        "type": "integer",
+                        "minimum": 1,
+                        "description": (
+                            "Requested timeout in seconds. It is capped by the benchmark harness."
+                        ),
+                    },
+                },
+                "required": ["command"],
+                "additionalProperties": False,
+            },
+        },
+    },
+    {
+        "type": "function",
+        "function": {
+            "name": "view_image",
+            "description": (
+                "Inspect exactly one image. Use bash to render a PDF page or "
+                "extract a video frame into /output, then pass that image path. "
+                "The tool performs no OCR, retrieval, or semantic analysis."
+            ),
+            "parameters": {
+                "type": "object",
+                "properties": {
+                    "path": {
+                        "type": "string",
+                        "description": "An image path under /workspace or /output.",
+                    },
+                },
+                "required": ["path"],
+                "additionalProperties": False,
+            },
+        },
+    },
+    {
+        "type": "function",
+        "function": {
+            "name": "submit_answer",
+            "description": (
+                "Submit a rectangular CSV under /output as the final answer "
+                "and terminate the run. No evaluation feedback is returned."
+            ),
+            "parameters": {
+                "type": "object",
+                "properties": {
+                    "path": {
+                        "type": "string",
+                        "description": "Path to the final CSV under /output.",
+                    },
+                },
+                "required": ["path"],
+                "additionalProperties": False,
+            },
+        },
+    },
+]
+
+# Resolves a path inside the sandbox, checks it stays under the allowed roots, is a regular
+# file and is not too large; prints its real path and size (exit 3: escape, 4: not a file,
+# 5: too large). Arguments: path, max bytes, space-separated roots.
+_STAT_SCRIPT = r"""
+p=$(realpath -e -- "$1" 2>/dev/null) || { echo "path does not exist: $1" >&2; exit 4; }
+ok=1
+for root in $3; do case "$p" in "$root"|"$root"/*) ok=0;; esac; done
+[ $ok -eq 0 ] || { echo "path escapes the permitted roots" >&2; exit 3; }
+[ -f "$p" ] || { echo "not a regular file: $1" >&2; exit 4; }
+n=$(stat -c %s -- "$p")
+[ "$n" -le "$2" ] || { echo "file is larger than $2 bytes" >&2; exit 5; }
+printf '%s\n%s\n' "$p" "$n"
+"""
+
+
+def truncate(text: str, limit: int) -> tuple[str, bool]:
+    r"""Keep the first two thirds and the last third of ``limit`` characters, with a marker.
+
+    >>> truncate("abcdefghij", 6)
+    ('abcd\n... [4 characters truncated] ...\nij', True)
+    >>> truncate("short", 20)
+    ('short', False)
+    """
+    if len(text) <= limit:
+        return text, False
+    head = max(1, (limit * 2) // 3)
+    tail = max(1, limit - head)
+    removed = len(text) - head - tail
+    return f"{text[:head]}\n... [{removed} characters truncated] ...\n{text[-tail:]}", True
+
+
+def resolve_agent_path(raw: object, *, output_only: bool = False) -> str:
+    """The sandbox path a tool argument names, checked lexically against the roots.
+
+    Relative paths are relative to the workspace, as in the paper's baseline.
+
+    >>> resolve_agent_path("/output/x/../prediction.csv", output_only=True)
+    '/output/prediction.csv'
+    >>> resolve_agent_path("tables/a.png")
+    '/workspace/tables/a.png'
+    >>> resolve_agent_path("/etc/passwd")
+    Traceback (most recent call last):
+    ...
+    ValueError: absolute paths must be under /workspace or /output
+    """
+    if not isinstance(raw, str) or not raw.strip():
+        raise ValueError("path must not be empty")
+    s = raw.strip()
+    if "\x00" in s:
+        raise ValueError("path must not contain NUL bytes")
+    if s.startswith("/"):
+        if not (
+            s in (WORKSPACE_DIR, OUTPUT_DIR)
+            or s.startswith((WORKSPACE_DIR + "/", OUTPUT_DIR + "/"))
+        ):
+            raise ValueError("absolute paths must be under /workspace or /output")
+        candidate = posixpath.normpath(s)
+    else:
+        candidate = posixpath.normpath(posixpath.join(WORKSPACE_DIR, s))
+    roots = (OUTPUT_DIR,) if output_only else (WORKSPACE_DIR, OUTPUT_DIR)
+    if not any(candidate == r or candidate.startswith(r + "/") for r in roots):
+        raise ValueError("path escapes the permitted workspace/output roots")
+    return candidate
+
+
+def check_prediction(data: bytes) -> dict[str, Any]:
+    r"""Check the CSV contract of an answer (never its correctness); return its shape.
+
+    >>> check_prediction(b"a,b\n1,2\n")["data_rows"]
+    1
+    >>> check_prediction(b"a,b\n1\n")
+    Traceback (most recent call last):
+    ...
+    ValueError: row 2 has 1 columns; expected 2
+    """
+    csv.field_size_limit(min(sys.maxsize, 128 * 1024 * 1024))
+    try:
+        text = data.decode("utf-8-sig")
+    except UnicodeDecodeError as exc:
+        raise ValueError(f"prediction CSV is not UTF-8: {exc}") from exc
+    reader = csv.reader(io.StringIO(text, newline=""))
+    try:
+        header = next(reader)
+    except StopIteration as exc:
+        raise ValueError("prediction CSV is empty") from exc
+    except csv.Error as exc:
+        raise ValueError(f"prediction CSV is unreadable: {exc}") from exc
+    width = len(header)
+    if width == 0:
+        raise ValueError("prediction CSV has no columns")
+    rows = 0
+    try:
+        for number, row in enumerate(reader, start=2):
+            if len(row) != width:
+                raise ValueError(f"row {number} has {len(row)} columns; expected {width}")
+            rows += 1
+    except csv.Error as exc:
+        raise ValueError(f"prediction CSV is unreadable: {exc}") from exc
+    return {
+        "columns": width,
+        "data_rows": rows,
+        "bytes": len(data),
+        "sha256": hashlib.sha256(data).hexdigest(),
+    }
+
+
+def normalize_image(data: bytes, *, max_edge: int, quality: int) -> tuple[bytes, dict[str, Any]]:
+    """Re-encode an image as RGB JPEG whose long edge is at most ``max_edge`` pixels."""
+    from PIL import Image, ImageOps
+
+    Image.MAX_IMAGE_PIXELS = MAX_IMAGE_PIXELS
+    with Image.open(io.BytesIO(data)) as opened:
+        image = ImageOps.exif_transpose(opened)
+        original = image.size
+        image = image.convert("RGB")
+        image.thumbnail((max_edge, max_edge), Image.Resampling.LANCZOS)
+        out = io.BytesIO()
+        image.save(out, format="JPEG", quality=quality, optimize=True)
+        size = image.size
+    encoded = out.getvalue()
+    return encoded, {
+        "original_width": original[0],
+        "original_height": original[1],
+        "normalized_width": size[0],
+        "normalized_height": size[1],
+        "normalized_bytes": len(encoded),
+        "encoding": "image/jpeg",
+        "jpeg_quality": quality,
+    }
+
+
+@dataclass(frozen=True, kw_only=True)
+class ToolOutcome:
+    """What one tool call produced.
+
+    Attributes:
+        result: the observation (JSON-serialized into the tool message).
+        image_message: a user message carrying an image, for ``view_image``.
+        submitted_path: the accepted answer's sandbox path, for ``submit_answer``.
+        deadline_hit: the sandbox's wall clock ran out during the call.
+    """
+
+    result: dict[str, Any]
+    image_message: dict[str, Any] | None = None
+    submitted_path: str | None = None
+    deadline_hit: bool = False
+
+
+@dataclass(frozen=True, kw_only=True)
+class ToolConfig:
+    """Tool limits (the paper's defaults)."""
+
+    command_timeout: float = 180.0
+    max_output_chars: int = 20_000
+    image_max_edge: int = 1600
+    image_jpeg_quality: int = 90
+
+
+class ToolBox:
+    """Executes tool calls against one sandbox."""
+
+    def __init__(self, sandbox: Sandbox, config: ToolConfig) -> None:
+        self.sandbox = sandbox
+        self.config = config
+
+    def execute(self, name: str, arguments: str, *, time_cap: float | None = None) -> ToolOutcome:
+        """Run one tool call; the model's mistakes become error observations.
+
+        Args:
+            name: the tool's name as the model sent it.
+            arguments: the raw JSON arguments string.
+            time_cap: the remaining wall-clock seconds (caps command timeouts).
+        """
+        try:
+            args = _arguments(arguments)
+            if name == "bash":
+                return self._bash(args, time_cap)
+            if name == "view_image":
+                return self._view_image(args)
+            if name == "submit_answer":
+                return self._submit(args)
+            raise ValueError(f"unknown tool: {name}")
+        except (ValueError, TypeError, OSError) as exc:
+            return ToolOutcome(
+                result={"ok": False, "error_type": type(exc).__name__, "error": str(exc)}
+            )
+
+    # ---- tools ---------------------------------------------------------------------------
+    def _bash(self, args: Mapping[str, Any], time_cap: float | None) -> ToolOutcome:
+        command = args.get("command")
+        if not isinstance(command, str) or not command.strip():
+            raise ValueError("bash.command must be a non-empty string")
+        cap = max(1, int(self.config.command_timeout))
+        requested = args.get("timeout", cap)
+        if isinstance(requested, bool) or not isinstance(requested, int | float | str):
+            raise ValueError("bash.timeout must be an integer")
+        try:
+            req = int(requested)
+        except ValueError as exc:
+            raise ValueError("bash.timeout must be an integer") from exc
+        timeout = max(1, min(req, cap))
+        if time_cap is not None:
+            timeout = min(timeout, max(1, math.ceil(time_cap)))
+        res = self.sandbox.exec(["bash", "-c", command], timeout=float(timeout), cwd=WORKSPACE_DIR)
+        limit = self.config.max_output_chars
+        stdout, out_cut = truncate(res.stdout, limit)
+        stderr, err_cut = truncate(res.stderr, limit)
+        if res.status == "resource_limit":
+            stderr += "\n[killed: the sandbox's memory or process limit was reached]"
+        return ToolOutcome(
+            result={
+                "ok": res.exit_code == 0,
+                "exit_code": res.exit_code,
+                "stdout": stdout,
+                "stderr": stderr,
+                "timed_out": bool(res.timed_out),
+                "duration_seconds": round(res.duration, 6),
+                "stdout_truncated": out_cut,
+                "stderr_truncated": err_cut,
+            },
+            deadline_hit=res.status == "deadline",
+        )
+
+    def _stat(self, path: str, roots: str, max_bytes: int) -> tuple[str, int]:
+        res = self.sandbox.exec(
+            ["/bin/sh", "-c", _STAT_SCRIPT, "sh", path, str(max_bytes), roots],
+            timeout=min(60.0, self.config.command_timeout),
+            cwd=OUTPUT_DIR,
+        )
+        if res.exit_code != 0:
+            msg = (res.stderr.strip().splitlines() or ["cannot read the file"])[-1]
+            if res.exit_code == 4 and msg.startswith("path does not exist"):
+                raise FileNotFoundError(msg)
+            raise ValueError(msg)
+        lines = res.stdout.splitlines()
+        if len(lines) < 2:
+            raise ValueError(f"cannot inspect {path}")
+        return lines[0], int(lines[1])
+
+    def _view_image(self, args: Mapping[str, Any]) -> ToolOutcome:
+        raw = args.get("path")
+        if not isinstance(raw, str) or not raw.strip():
+            raise ValueError("view_image.path must be a non-empty string")
+        path = resolve_agent_path(raw)
+        real, size = self._stat(path, f"{WORKSPACE_DIR} {OUTPUT_DIR}", MAX_IMAGE_BYTES)
+        data = self._fetch(real, size)
+        if len(data) != size:
+            raise ValueError(f"image could not be read completely: {raw}")
+        try:
+            encoded, meta = normalize_image(
+                data, max_edge=self.config.image_max_edge, quality=self.config.image_jpeg_quality
+            )
+        except Exception as exc:  # any decoder failure is the model's choice of file
+            raise ValueError(f"not a readable image: {raw} ({type(exc).__name__})") from exc
+        from dataspace.agents._react_prompt import IMAGE_NOTE
+
+        meta = {
+            "agent_path": raw,
+            "source_sha256": hashlib.sha256(data).hexdigest(),
+            "source_bytes": len(data),
+            **meta,
+        }
+        url = "data:image/jpeg;base64," + base64.b64encode(encoded).decode("ascii")
+        message = {
+            "role": "user",
+            "content": [
+                {"type": "text", "text": IMAGE_NOTE.format(path=raw)},
+                {"type": "image_url", "image_url": {"url": url, "detail": "high"}},
+            ],
+        }
+        return ToolOutcome(result={"ok": True, "image": meta}, image_message=message)
+
+    def _fetch(self, real: str, size: int) -> bytes:
+        """The bytes of a checked regular file under /workspace or /output."""
+        if real.startswith(OUTPUT_DIR + "/"):
+            return self.sandbox.read_file(real, max_bytes=MAX_IMAGE_BYTES)
+        if size <= INLINE_BYTES:  # small enough for the command output
+            res = self.sandbox.exec(["base64", "-w0", "--", real], timeout=60.0)
+            if res.exit_code != 0:
+                raise ValueError(f"cannot read {real}: {res.stderr.strip()[-200:]}")
+            return base64.b64decode(res.stdout.strip())
+        tmp = f"{OUTPUT_DIR}/.view_image-{uuid.uuid4().hex[:8]}"
+        try:
+            res = self.sandbox.exec(["cp", "--", real, tmp], timeout=60.0)
+            if res.exit_code != 0:
+                raise ValueError(f"cannot read {real}: {res.stderr.strip()[-200:]}")
+            return self.sandbox.read_file(tmp, max_bytes=MAX_IMAGE_BYTES)
+        finally:
+            self.sandbox.exec(["rm", "-f", "--", tmp], timeout=60.0)
+
+    def _submit(self, args: Mapping[str, Any]) -> ToolOutcome:
+        raw = args.get("path")
+        if not isinstance(raw, str) or not raw.strip():
+            raise ValueError("submit_answer.path must be a non-empty string")
+        path = resolve_agent_path(raw, output_only=True)
+        real, _ = self._stat(path, OUTPUT_DIR, MAX_PREDICTION_BYTES)
+        # read_file never follows symlinks: submit the resolved regular file
+        data = self.sandbox.read_file(real, max_bytes=MAX_PREDICTION_BYTES)
+        meta = check_prediction(data)
+        return ToolOutcome(
+            result={
+                "ok": True,
+                "accepted": True,
+                "message": "Answer recorded; no evaluation feedback is provided.",
+                "prediction": meta,
+            },
+            submitted_path=real,
+        )
+
+
+def _arguments(raw: str) -> dict[str, Any]:
+    try:
+        parsed = json.loads(raw or "{}")
+    except json.JSONDecodeError as exc:
+        raise ValueError(f"tool arguments are not valid JSON: {exc}") from exc
+    if not isinstance(parsed, dict):
+        raise ValueError("tool arguments must be a JSON object")
+    return parsed
+
+
+__all__ = [
+    "MAX_PREDICTION_BYTES",
+    "TOOL_SCHEMAS",
+    "ToolBox",
+    "ToolConfig",
+    "ToolOutcome",
+    "check_prediction",
+    "normalize_image",
+    "resolve_agent_path",
+    "truncate",
+]

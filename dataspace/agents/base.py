@@ -1,0 +1,174 @@
+"""The agent contract: a harness acts on one task inside one sandbox and ends in a state.
+
+End states are those of the paper's runner: ``submitted``, ``wall_time_exhausted``,
+``model_turns_exhausted``, ``tool_actions_exhausted``, ``stopped``, ``runtime_error``. Every
+one but ``submitted`` scores as incorrect; none of them is an infrastructure failure.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any, Literal, Protocol, runtime_checkable
+
+from dataspace.release import TaskInput
+from dataspace.sandbox.base import Sandbox
+
+EndState = Literal[
+    "submitted",
+    "wall_time_exhausted",
+    "model_turns_exhausted",
+    "tool_actions_exhausted",
+    "stopped",
+    "runtime_error",
+]
+END_STATES: tuple[str, ...] = (
+    "submitted",
+    "wall_time_exhausted",
+    "model_turns_exhausted",
+    "tool_actions_exhausted",
+    "stopped",
+    "runtime_error",
+)
+
+
+@dataclass(frozen=True, kw_only=True)
+class AgentLimits:
+    """Per-attempt budgets (the paper's defaults)."""
+
+    model_turns: int = 60
+    tool_actions: int = 50
+    wall_seconds: float = 1800.0
+    command_timeout: float = 180.0
+
+
+@dataclass(kw_only=True)
+class Usage:
+    """Model usage of one attempt. Cached tokens are part of input, reasoning part of output."""
+
+    input_tokens: int = 0
+    cached_input_tokens: int = 0
+    output_tokens: int = 0
+    reasoning_tokens: int = 0
+    cost_usd: float = 0.0
+    model_calls: int = 0
+    model_seconds: float = 0.0
+    retries: int = 0
+    retry_seconds: float = 0.0
+    queue_seconds: float = 0.0
+
+    def add(self, other: Usage) -> None:
+        """Accumulate another usage record into this one."""
+        for name, value in asdict(other).items():
+            setattr(self, name, getattr(self, name) + value)
+
+    def to_dict(self) -> dict[str, Any]:
+        """Plain dict for JSON."""
+        return asdict(self)
+
+
+@dataclass(frozen=True, kw_only=True)
+class AgentResult:
+    """How an attempt's agent ended.
+
+    Attributes:
+        end_state: one of ``END_STATES``.
+        submitted_path: the path (inside the sandbox) the agent submitted, if any.
+        model_turns: model calls that counted as turns.
+        tool_actions: tool calls executed.
+        usage: tokens and cost.
+        error: a one-line description for ``runtime_error`` and ``stopped``.
+        working_seconds: wall time minus time spent waiting on model retries.
+    """
+
+    end_state: str
+    submitted_path: str | None = None
+    model_turns: int = 0
+    tool_actions: int = 0
+    usage: Usage = field(default_factory=Usage)
+    error: str | None = None
+    working_seconds: float = 0.0
+
+
+class EventLog:
+    """Append-only JSONL trace of one attempt (thread-safe, flushed per event)."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self._lock = threading.Lock()
+        self._fh = path.open("a", encoding="utf-8")
+        self._t0 = time.monotonic()
+
+    def emit(self, kind: str, **payload: Any) -> None:
+        """Append one event with its offset in seconds from the attempt start."""
+        rec = {"t": round(time.monotonic() - self._t0, 6), "type": kind, **payload}
+        line = json.dumps(rec, ensure_ascii=False, default=str)
+        with self._lock:
+            self._fh.write(line + "\n")
+            self._fh.flush()
+
+    def close(self) -> None:
+        """Close the file."""
+        with self._lock:
+            if not self._fh.closed:
+                self._fh.close()
+
+
+@dataclass(frozen=True, kw_only=True)
+class AgentContext:
+    """What a harness gets for one attempt.
+
+    Attributes:
+        task: the question and task id (never gold).
+        sandbox: the attempt's live sandbox.
+        limits: budgets.
+        events: the attempt's trace.
+        deadline: ``time.monotonic()`` value at which the wall budget ends.
+        oracle: host-side access to the reference answer; given only to agents whose
+            ``needs_oracle`` is true (the ``gold`` agent), None for every other agent.
+        settings: agent settings from the run spec (model, endpoint, prompts ...).
+    """
+
+    task: TaskInput
+    sandbox: Sandbox
+    limits: AgentLimits
+    events: EventLog
+    deadline: float
+    oracle: Callable[[], bytes] | None = None
+    settings: Mapping[str, Any] = field(default_factory=dict)
+
+    def remaining(self) -> float:
+        """Seconds left on the wall budget."""
+        return self.deadline - time.monotonic()
+
+
+@runtime_checkable
+class Agent(Protocol):
+    """A harness: acts through the sandbox and returns how it ended.
+
+    It never raises for the agent's own failures (those are end states); it raises
+    ``InfrastructureError`` for faults outside the agent (endpoint unreachable past retries).
+    """
+
+    name: str
+    needs_oracle: bool
+
+    def run(self, ctx: AgentContext) -> AgentResult:
+        """Run one attempt to an end state."""
+        ...
+
+
+__all__ = [
+    "END_STATES",
+    "Agent",
+    "AgentContext",
+    "AgentLimits",
+    "AgentResult",
+    "EndState",
+    "EventLog",
+    "Usage",
+]

@@ -1,0 +1,346 @@
+"""The ``smolagents`` harness: smolagents' CodeAgent running natively inside the sandbox.
+
+smolagents (1.26.0 in the paper) runs as a process inside the attempt's sandbox, with its
+own planning, code actions and memory, and the paper's list of authorized imports. Its
+model calls go to the host-side relay (``dataspace.llm.relay``) through the sandbox file
+bridge (``_smol_bridge``): the sandbox sees a placeholder base URL and a one-run token,
+never the key; every call is metered into the attempt.
+
+Output contract and limits, as for every harness of the comparison: the prompt is the
+common relation prompt (``/output/prediction.csv``, rectangular UTF-8 CSV); the run has the
+attempt's wall clock (working time: relay retries are added back), ``model_turns`` caps
+both smolagents' ``max_steps`` and the calls the relay accepts, and ``command_timeout``
+caps each code action. End states: ``submitted`` when a valid ``prediction.csv`` exists
+after the run, ``wall_time_exhausted``, ``model_turns_exhausted`` (max steps or the relay's
+call budget), ``stopped`` (the harness ended without a valid prediction; the error says
+which), ``runtime_error`` (the harness crashed). Tool actions are smolagents' code actions.
+
+Settings: ``max_output_tokens`` (32768), ``extra_body``, ``default_headers``,
+``request_timeout`` (600 s), ``retry`` (``RetryPolicy`` fields). smolagents must be
+installed in the Python environment the sandbox runs (``pip install smolagents==1.26.0``).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import threading
+import time
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from dataspace.agents._react_tools import MAX_PREDICTION_BYTES, check_prediction
+from dataspace.agents._smol_bridge import SandboxBridge
+from dataspace.agents.base import AgentContext, AgentResult
+from dataspace.errors import ConfigError, InfrastructureError, SandboxError
+from dataspace.sandbox.base import OUTPUT_DIR
+
+logger = logging.getLogger(__name__)
+
+PROMPT_CONTRACT_VERSION = "relation-v2"
+RUNTIME_DIR = f"{OUTPUT_DIR}/.smolagents"
+BRIDGE_DIR = f"{OUTPUT_DIR}/.relay"
+PLACEHOLDER_BASE_URL = "http://relay.invalid/v1"
+_ALLOWED = {"max_output_tokens", "extra_body", "default_headers", "request_timeout", "retry"}
+_IGNORED = {"model", "run_id"}
+
+
+def relation_prompt(
+    task_id: str,
+    question: str,
+    *,
+    workspace: str = "/workspace",
+    output: str = "/output/prediction.csv",
+) -> str:
+    """The common user-level contract of the harness comparison.
+
+    >>> relation_prompt("task_1", "Q?").splitlines()[0]
+    'Task ID: task_1'
+    """
+    return f"""Task ID: {task_id}
+
+Question:
+{question}
+
+All task input artifacts are located under:
+{workspace}
+
+Solve the task using only those artifacts. Internet access is unavailable.
+The preinstalled generic data-processing utilities are documented at
+/opt/dataspace/TOOLS.md. Package installation is unavailable.
+Write the complete requested relation to:
+{output}
+
+The answer must be a rectangular UTF-8 CSV with one header row. A header-only
+CSV is valid when the requested result is empty. Return all requested rows and
+columns; do not replace the CSV with a prose answer.
+
+Do not finish the task until the exact file path above exists. Before ending,
+verify that its filename is exactly prediction.csv, that it is readable as a
+rectangular CSV, and that it contains the complete final relation. A prose
+response or a differently named file does not count as submission. Once the
+verified prediction.csv is ready, terminate the session."""
+
+
+def entry_source() -> str:
+    """The in-sandbox program (``_smol_entry.py``) as text."""
+    return (Path(__file__).with_name("_smol_entry.py")).read_text(encoding="utf-8")
+
+
+def count_actions(trace: Mapping[str, Any]) -> int:
+    """Code actions in a smolagents trace (tool calls; a code action without one counts 1).
+
+    >>> count_actions({"steps": [{"tool_calls": [{}, {}]}, {"code_action": "x"}, {"plan": "p"}]})
+    3
+    """
+    n = 0
+    for step in trace.get("steps") or []:
+        if not isinstance(step, dict):
+            continue
+        calls = step.get("tool_calls")
+        if isinstance(calls, list):
+            n += len(calls)
+        elif step.get("code_action") is not None:
+            n += 1
+    return n
+
+
+class SmolagentsAgent:
+    """Runs smolagents inside the sandbox (harness ``smolagents``)."""
+
+    name = "smolagents"
+    needs_oracle = False
+
+    def __init__(self, **settings: Any) -> None:
+        self._defaults = dict(settings)
+        self._cancel = threading.Event()
+
+    def cancel(self) -> None:
+        """Stop runs of this agent (their harness is killed; end state ``stopped``)."""
+        self._cancel.set()
+
+    def run(self, ctx: AgentContext) -> AgentResult:
+        """Run smolagents on one task to an end state."""
+        from dataspace.llm.client import MeteredClient, RetryPolicy
+        from dataspace.llm.relay import Relay
+
+        t0 = time.monotonic()
+        merged = {**self._defaults, **dict(ctx.settings)}
+        model = merged.get("model")
+        extra = sorted(set(merged) - _ALLOWED - _IGNORED)
+        if model is None or extra:
+            msg = (
+                "smolagents needs a model: add `model:` to the agent in the run spec"
+                if model is None
+                else f"smolagents settings: unknown keys {extra} (allowed: {sorted(_ALLOWED)})"
+            )
+            ctx.events.emit("error", message=msg)
+            return AgentResult(end_state="runtime_error", error=msg)
+        try:
+            retry = RetryPolicy.from_settings(merged.get("retry"))
+        except ConfigError as exc:
+            return AgentResult(end_state="runtime_error", error=str(exc))
+        max_tokens = int(merged.get("max_output_tokens", 32768))
+        client = MeteredClient(
+            model,
+            max_output_tokens=max_tokens,
+            extra_body=merged.get("extra_body"),
+            default_headers=merged.get("default_headers"),
+            request_timeout=float(merged.get("request_timeout", 600.0)),
+            retry=retry,
+            events=ctx.events,
+        )
+        lim = ctx.limits
+
+        def excluded() -> float:
+            return client.usage.retry_seconds + client.queue_seconds
+
+        def remaining() -> float:
+            return ctx.deadline - time.monotonic() + excluded()
+
+        relay = Relay(
+            client, max_calls=lim.model_turns, max_output_tokens=max_tokens, time_left=remaining
+        )
+        sb = ctx.sandbox
+        killed: dict[str, str] = {}
+
+        def watchdog() -> bool:
+            reason = (
+                "stopped"
+                if self._cancel.is_set()
+                else "wall_time_exhausted"
+                if remaining() <= 0
+                else None
+            )
+            if reason and not killed:
+                killed["reason"] = reason
+                self._kill_harness(sb)
+                return False
+            return True
+
+        bridge = SandboxBridge(sb, relay, BRIDGE_DIR, on_idle=watchdog, wait_seconds=1.0)
+        cfg = {
+            "model": model.id,
+            "base_url": PLACEHOLDER_BASE_URL,
+            "bridge_dir": BRIDGE_DIR,
+            "max_steps": lim.model_turns,
+            "command_timeout": max(1, int(lim.command_timeout)),
+            "max_tokens": max_tokens,
+            "request_timeout": float(merged.get("request_timeout", 600.0)) + 3600.0,
+            "prompt_file": f"{RUNTIME_DIR}/prompt.txt",
+            "trace": f"{RUNTIME_DIR}/trace.json",
+            "pid_file": f"{RUNTIME_DIR}/pid",
+        }
+        ctx.events.emit(
+            "agent_start",
+            harness=self.name,
+            model=model.id,
+            base_url=model.base_url,
+            prompt_contract=PROMPT_CONTRACT_VERSION,
+            limits={
+                "model_turns": lim.model_turns,
+                "tool_actions": lim.tool_actions,
+                "wall_seconds": lim.wall_seconds,
+                "command_timeout": lim.command_timeout,
+            },
+        )
+        res = None
+        try:
+            mk = sb.exec(["mkdir", "-p", RUNTIME_DIR, BRIDGE_DIR], timeout=30.0)
+            if mk.exit_code != 0:
+                raise SandboxError(f"cannot prepare {RUNTIME_DIR}: {mk.stderr.strip()}")
+            sb.write_file(
+                f"{RUNTIME_DIR}/prompt.txt",
+                relation_prompt(ctx.task.task_id, ctx.task.question).encode(),
+            )
+            sb.write_file(f"{RUNTIME_DIR}/config.json", json.dumps(cfg).encode())
+            bridge.start()
+            # the watchdog enforces the working-time budget; this timeout only bounds the
+            # exec in case the watchdog cannot (the sandbox's own deadline still applies)
+            res = sb.exec(
+                ["python3", "-c", entry_source(), f"{RUNTIME_DIR}/config.json"],
+                timeout=max(1.0, remaining()) + 3600.0,
+                cwd=OUTPUT_DIR,
+                env={
+                    "DATASPACE_RELAY_TOKEN": relay.token,
+                    "HF_HUB_OFFLINE": "1",
+                    "HF_HUB_DISABLE_TELEMETRY": "1",
+                },
+            )
+        finally:
+            bridge.stop()
+            relay.close()
+            client.close()
+        trace = self._read_trace(sb)
+        self._cleanup(sb)
+        state = str(trace.get("state", ""))
+        actions = count_actions(trace)
+        submitted, problem = self._prediction(sb)
+        status: str
+        error: str | None = None
+        if killed:
+            status = killed["reason"]
+        elif res is not None and res.status == "deadline":
+            status = "wall_time_exhausted"
+        elif submitted:
+            status = "submitted"
+        elif state == "max_steps_error" or relay.refused_for_budget:
+            status = "model_turns_exhausted"
+        elif relay.deadline_hits:
+            status = "wall_time_exhausted"
+        elif state in ("runtime_error", "") and res is not None and res.exit_code != 0:
+            status = "runtime_error"
+            error = (
+                trace.get("error")
+                or res.stderr.strip()[-500:]
+                or f"smolagents exited with code {res.exit_code}"
+            )
+        else:
+            status = "stopped"
+            error = problem
+        if status == "submitted":
+            error = None
+        elif error is None and problem and status != "stopped":
+            error = problem
+        if relay.infra_errors and status not in ("submitted", "wall_time_exhausted"):
+            raise InfrastructureError(
+                f"smolagents: {relay.infra_errors[-1]}", code="model_endpoint"
+            )
+        usage = client.snapshot()
+        working = max(0.0, time.monotonic() - t0 - excluded())
+        ctx.events.emit(
+            "harness_trace",
+            state=state,
+            smolagents_version=trace.get("smolagents_version"),
+            harness_usage=trace.get("usage"),
+            steps=trace.get("steps"),
+            error=trace.get("error"),
+            exit_code=None if res is None else res.exit_code,
+            stderr=None if res is None else res.stderr[-4000:],
+        )
+        ctx.events.emit(
+            "agent_end",
+            end_state=status,
+            model_turns=relay.calls,
+            tool_actions=actions,
+            submitted_path=submitted,
+            error=error,
+            working_seconds=round(working, 6),
+            usage=usage.to_dict(),
+            bridge_requests=bridge.requests,
+        )
+        return AgentResult(
+            end_state=status,
+            submitted_path=submitted,
+            model_turns=relay.calls - relay.refused_for_budget,
+            tool_actions=actions,
+            usage=usage,
+            error=error,
+            working_seconds=working,
+        )
+
+    # ---- helpers ----------------------------------------------------------------------
+    @staticmethod
+    def _kill_harness(sb: Any) -> None:
+        script = (
+            f'p=$(cat {RUNTIME_DIR}/pid 2>/dev/null) || exit 0; kill -TERM "$p"; '
+            'sleep 3; kill -KILL "$p" 2>/dev/null; exit 0'
+        )
+        try:
+            sb.exec(["/bin/sh", "-c", script], timeout=30.0)
+        except SandboxError:
+            logger.warning("could not stop the smolagents process", exc_info=True)
+
+    @staticmethod
+    def _read_trace(sb: Any) -> dict[str, Any]:
+        try:
+            data = json.loads(sb.read_file(f"{RUNTIME_DIR}/trace.json", max_bytes=64 * 1024**2))
+        except (OSError, ValueError):
+            return {}
+        return data if isinstance(data, dict) else {}
+
+    @staticmethod
+    def _cleanup(sb: Any) -> None:
+        try:
+            sb.exec(["rm", "-rf", "--", RUNTIME_DIR, BRIDGE_DIR], timeout=60.0)
+        except SandboxError:
+            logger.warning("could not remove the harness's runtime files", exc_info=True)
+
+    @staticmethod
+    def _prediction(sb: Any) -> tuple[str | None, str | None]:
+        path = f"{OUTPUT_DIR}/prediction.csv"
+        try:
+            data = sb.read_file(path, max_bytes=MAX_PREDICTION_BYTES)
+        except FileNotFoundError:
+            return None, "required prediction.csv was not created"
+        except OSError as exc:
+            return None, f"prediction.csv is not usable: {exc}"
+        try:
+            check_prediction(data)
+        except ValueError as exc:
+            return None, f"invalid prediction: {exc}"
+        return path, None
+
+
+__all__ = ["SmolagentsAgent", "count_actions", "entry_source", "relation_prompt"]

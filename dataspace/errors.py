@@ -1,0 +1,124 @@
+"""The one error tree of DataSpace.
+
+Every error carries the context a user needs (a path, a task id, a backend) and says how to
+fix the problem when there is something to fix. The CLI prints ``str(error)`` as one line.
+
+::
+
+    DataSpaceError
+    ├── ConfigError              bad run spec, models file, flags or environment
+    │   └── SpecChangedError     same run id, different spec fingerprint
+    ├── ReleaseError             a release folder or one of its files is malformed
+    ├── SourceError              a Text-to-SQL source item or database is unusable
+    ├── BuildError               a builder stage rejected an item (carries stage + reason)
+    ├── StoreError               storage backend failure
+    │   ├── NotFoundError        no object at that key
+    │   └── AlreadyExistsError   write-once object written twice
+    ├── SandboxError             the sandbox itself failed (infrastructure, never the agent)
+    │   └── SandboxClosedError   operation on a closed sandbox
+    ├── AgentError               an agent/harness misbehaved in the controller
+    └── InfrastructureError      a retryable failure outside the agent's control
+"""
+
+from __future__ import annotations
+
+
+class DataSpaceError(Exception):
+    """Base of every error DataSpace raises on purpose."""
+
+
+class ConfigError(DataSpaceError):
+    """A run spec, models file, flag or environment variable is invalid."""
+
+
+class SpecChangedError(ConfigError):
+    """A run id is reused with a spec whose fingerprint differs."""
+
+
+class ReleaseError(DataSpaceError):
+    """A release folder or one of its files is malformed.
+
+    Args:
+        path: the offending file or folder.
+        problem: what is wrong, in a few words.
+    """
+
+    def __init__(self, path: object, problem: str) -> None:
+        self.path = str(path)
+        self.problem = problem
+        super().__init__(f"{self.path}: {problem}")
+
+
+class SourceError(DataSpaceError):
+    """A Text-to-SQL source item or its database cannot be used."""
+
+    def __init__(self, where: object, problem: str) -> None:
+        self.where = str(where)
+        self.problem = problem
+        super().__init__(f"{self.where}: {problem}")
+
+
+class BuildError(DataSpaceError):
+    """A builder stage rejected one item.
+
+    Args:
+        item: the source item id.
+        stage: the stage that rejected it (``load``, ``transform``, ``sample``, ``render``,
+            ``gold``, ``config``).
+        reason: why, in one line.
+    """
+
+    def __init__(self, item: str, stage: str, reason: str) -> None:
+        self.item = item
+        self.stage = stage
+        self.reason = reason
+        super().__init__(f"{item}: rejected at {stage}: {reason}")
+
+
+class StoreError(DataSpaceError):
+    """A storage backend failed."""
+
+
+class NotFoundError(StoreError):
+    """No object exists at the given key."""
+
+
+class AlreadyExistsError(StoreError):
+    """A write-once object was written a second time."""
+
+
+class SandboxError(DataSpaceError):
+    """The sandbox failed for reasons outside the agent's control."""
+
+
+class SandboxClosedError(SandboxError):
+    """An operation was attempted on a sandbox that is already closed."""
+
+
+class AgentError(DataSpaceError):
+    """An agent or harness adapter failed inside the controller."""
+
+
+class InfrastructureError(DataSpaceError):
+    """A retryable failure: worker lost, endpoint unreachable past retries, pod evicted."""
+
+    def __init__(self, message: str, *, code: str = "infrastructure") -> None:
+        self.code = code
+        super().__init__(message)
+
+
+__all__ = [
+    "AgentError",
+    "AlreadyExistsError",
+    "BuildError",
+    "ConfigError",
+    "DataSpaceError",
+    "InfrastructureError",
+    "NotFoundError",
+    "ReleaseError",
+    "SandboxClosedError",
+    "SandboxError",
+    "SourceError",
+    "SpecChangedError",
+    "StoreError",
+]

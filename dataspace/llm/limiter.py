@@ -1,0 +1,231 @@
+"""Concurrency caps per model endpoint, shared by every worker of a Ray cluster.
+
+An endpoint is identified by its base URL and model id (``endpoint_key``). Each call to the
+model holds one permit for the duration of one HTTP request (never while backing off), so
+at most ``ModelSpec.max_concurrency`` requests to an endpoint are in flight at once.
+
+When Ray is initialized in this process (a Ray worker, or a driver after ``ray.init``), the
+permits live in a named, detached Ray actor in the ``dataspace`` namespace
+(``get_if_exists=True``): every worker of the cluster, and every run on it, shares one
+semaphore per endpoint. Permits are leases with an expiry, so a worker that dies while
+holding one (kill -9, node lost) cannot leak it for good. Without Ray the cap is a
+process-local semaphore.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import logging
+import sys
+import threading
+import time
+import uuid
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+from dataspace.errors import InfrastructureError
+
+logger = logging.getLogger(__name__)
+
+RAY_NAMESPACE = "dataspace"
+
+
+def endpoint_key(base_url: str | None, model_id: str) -> str:
+    """A stable, short name for one endpoint.
+
+    >>> endpoint_key("https://gw.example/v1/", "m")[:9]
+    'llm-limit'
+    >>> endpoint_key("https://gw.example/v1", "m") == endpoint_key("https://gw.example/v1/", "m")
+    True
+    """
+    base = (base_url or "default").rstrip("/").lower()
+    digest = hashlib.sha256(f"{base}|{model_id}".encode()).hexdigest()[:16]
+    return f"llm-limit-{digest}"
+
+
+@dataclass(frozen=True, kw_only=True)
+class Lease:
+    """One permit held."""
+
+    id: str
+    waited_seconds: float
+
+
+class Limiter(Protocol):
+    """A counting semaphore with leases."""
+
+    def acquire(self, *, ttl: float) -> Lease:
+        """Block until a permit is free; ``ttl`` bounds how long it may be held."""
+        ...
+
+    def release(self, lease: Lease) -> None:
+        """Give a permit back (idempotent)."""
+        ...
+
+
+class LocalLimiter:
+    """A process-local limiter (threads of one controller or worker)."""
+
+    def __init__(self, limit: int) -> None:
+        self.limit = max(1, int(limit))
+        self._cond = threading.Condition()
+        self._held: dict[str, float] = {}
+
+    def acquire(self, *, ttl: float) -> Lease:
+        """Block until a permit is free."""
+        t0 = time.monotonic()
+        with self._cond:
+            while True:
+                now = time.monotonic()
+                for k in [k for k, exp in self._held.items() if exp <= now]:
+                    del self._held[k]
+                if len(self._held) < self.limit:
+                    lease = uuid.uuid4().hex
+                    self._held[lease] = now + ttl
+                    return Lease(id=lease, waited_seconds=time.monotonic() - t0)
+                nearest = min(self._held.values()) - now
+                self._cond.wait(timeout=max(0.01, min(nearest, 5.0)))
+
+    def release(self, lease: Lease) -> None:
+        """Return a permit."""
+        with self._cond:
+            if self._held.pop(lease.id, None) is not None:
+                self._cond.notify()
+
+    def in_use(self) -> int:
+        """Permits currently held."""
+        with self._cond:
+            return len(self._held)
+
+
+class _SemaphoreActor:
+    """Body of the Ray actor: an asyncio semaphore whose permits expire."""
+
+    def __init__(self, limit: int) -> None:
+        import asyncio
+
+        self.limit = max(1, int(limit))
+        self.held: dict[str, float] = {}
+        self.cond = asyncio.Condition()
+        self.peak = 0
+
+    def _expire(self) -> None:
+        now = time.monotonic()
+        for k in [k for k, exp in self.held.items() if exp <= now]:
+            del self.held[k]
+
+    async def acquire(self, ttl: float) -> str:
+        import asyncio
+
+        async with self.cond:
+            while True:
+                self._expire()
+                if len(self.held) < self.limit:
+                    lease = uuid.uuid4().hex
+                    self.held[lease] = time.monotonic() + ttl
+                    self.peak = max(self.peak, len(self.held))
+                    return lease
+                nearest = min(self.held.values()) - time.monotonic()
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(self.cond.wait(), timeout=max(0.01, min(nearest, 5)))
+
+    async def release(self, lease: str) -> None:
+        async with self.cond:
+            if self.held.pop(lease, None) is not None:
+                self.cond.notify_all()
+
+    async def set_limit(self, limit: int) -> None:
+        async with self.cond:
+            self.limit = max(1, int(limit))
+            self.cond.notify_all()
+
+    async def stats(self) -> dict[str, int]:
+        async with self.cond:
+            self._expire()
+            return {"limit": self.limit, "in_use": len(self.held), "peak": self.peak}
+
+
+class RayLimiter:
+    """A cluster-wide limiter backed by a named, detached Ray actor."""
+
+    def __init__(self, key: str, limit: int) -> None:
+        import ray
+
+        self.key = key
+        cls: Any = ray.remote(
+            num_cpus=0,
+            max_concurrency=10_000,  # type: ignore[call-overload]
+            max_restarts=-1,
+        )(_SemaphoreActor)
+        try:
+            self._actor = cls.options(
+                name=key, namespace=RAY_NAMESPACE, lifetime="detached", get_if_exists=True
+            ).remote(limit)
+            ray.get(self._actor.set_limit.remote(limit), timeout=60)
+        except Exception as exc:
+            raise InfrastructureError(
+                f"concurrency limiter {key} unavailable: {exc}", code="model_limiter"
+            ) from exc
+
+    def acquire(self, *, ttl: float) -> Lease:
+        """Block until the cluster-wide semaphore grants a permit."""
+        import ray
+
+        t0 = time.monotonic()
+        try:
+            lease = ray.get(self._actor.acquire.remote(ttl))
+        except Exception as exc:
+            raise InfrastructureError(
+                f"concurrency limiter {self.key} failed: {exc}", code="model_limiter"
+            ) from exc
+        return Lease(id=lease, waited_seconds=time.monotonic() - t0)
+
+    def release(self, lease: Lease) -> None:
+        """Return a permit (fire and forget; an expired lease is reclaimed anyway)."""
+        try:
+            self._actor.release.remote(lease.id)
+        except Exception:
+            logger.warning("could not release lease %s of %s", lease.id, self.key)
+
+    def stats(self) -> dict[str, int]:
+        """Limit, permits in use and the peak seen by the actor."""
+        import ray
+
+        return dict(ray.get(self._actor.stats.remote()))
+
+
+_LOCAL: dict[str, LocalLimiter] = {}
+_LOCAL_LOCK = threading.Lock()
+
+
+def _ray_initialized() -> bool:
+    ray: Any = sys.modules.get("ray")  # never import Ray just to ask
+    try:
+        return bool(ray is not None and ray.is_initialized())
+    except Exception:
+        return False
+
+
+def get_limiter(key: str, limit: int, *, use_ray: bool | None = None) -> Limiter:
+    """The limiter of endpoint ``key``: cluster-wide under Ray, process-local otherwise.
+
+    Args:
+        key: an ``endpoint_key``.
+        limit: permits (the endpoint's ``max_concurrency``); the latest value wins.
+        use_ray: force (True) or forbid (False) the Ray actor; default: when Ray is up.
+    """
+    if use_ray is None:
+        use_ray = _ray_initialized()
+    if use_ray:
+        return RayLimiter(key, limit)
+    with _LOCAL_LOCK:
+        lim = _LOCAL.get(key)
+        if lim is None:
+            lim = _LOCAL[key] = LocalLimiter(limit)
+        else:
+            lim.limit = max(1, int(limit))
+        return lim
+
+
+__all__ = ["Lease", "Limiter", "LocalLimiter", "RayLimiter", "endpoint_key", "get_limiter"]

@@ -1,0 +1,405 @@
+"""The full report of one run or several compared, and ``dataspace report``.
+
+Output, under the output folder (by default the first run's folder)::
+
+    report.html                        the self-contained report (figures inline)
+    report.md                          the same as Markdown
+    report/tables/<name>.csv|.parquet  every table
+    report/figures/<name>.svg          every figure
+    report/traces/<run>/<agent>/<task>/<n>.html   one trace page per attempt
+                                                  (see ``dataspace.report.tracepages``)
+"""
+
+from __future__ import annotations
+
+import argparse
+import io
+import logging
+import math
+import sys
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from dataspace.errors import ConfigError, DataSpaceError
+from dataspace.report.load import (
+    OutFolder,
+    ReleaseMetadata,
+    RunData,
+    RunSource,
+    combine,
+    open_run,
+    read_release_metadata,
+    read_run,
+    task_metadata,
+)
+from dataspace.report.render import ReportData, render_html, render_markdown
+from dataspace.report.tracepages import TRACE_MODES, start_trace_pages, trace_mode
+
+logger = logging.getLogger(__name__)
+
+HTML_NAME = "report.html"
+MARKDOWN_NAME = "report.md"
+ASSETS = "report"
+
+
+@dataclass(frozen=True, kw_only=True)
+class ReportOutput:
+    """What ``build_report`` wrote.
+
+    Attributes:
+        out: URI of the output folder.
+        html: URI of ``report.html``.
+        markdown: URI of ``report.md``.
+        tables: table name -> URI of its CSV (a Parquet file sits beside it).
+        figures: figure name -> URI of its SVG.
+        traces: how many trace pages were written now.
+        traces_kept: trace pages that existed already and were kept.
+        notes: the remarks the report shows (missing metadata, failures, conventions).
+        data: table name -> DataFrame, as written.
+        seconds: time taken.
+    """
+
+    out: str
+    html: str
+    markdown: str
+    tables: Mapping[str, str]
+    figures: Mapping[str, str]
+    traces: int
+    traces_kept: int
+    notes: tuple[str, ...]
+    data: Mapping[str, Any] = field(default_factory=dict, repr=False)
+    seconds: float = 0.0
+
+
+def build_report(
+    runs: Sequence[str],
+    *,
+    out: str | None = None,
+    release: str | None = None,
+    traces: str | bool = "new",
+) -> ReportOutput:
+    """Build the report of one run, or of several compared.
+
+    Args:
+        runs: run folders as store URIs (``file:///x/store/runs/demo``,
+            ``s3://bucket/prefix/runs/demo``) or local paths.
+        out: the output folder (URI or path); defaults to the first run's folder.
+        release: a release folder (path or URI) whose ``metadata/`` annotations are used for
+            the breakdowns by task characteristic (overriding what the results carry).
+        traces: trace pages per attempt: ``new`` (default) writes the pages that do not
+            exist yet (attempts never change once finished), ``all`` rewrites every page,
+            ``none`` writes none (True and False mean ``new`` and ``none``).
+
+    Raises:
+        ConfigError: no run given, or a run folder without a readable results file.
+    """
+    from dataspace.store import open_store
+    from dataspace.store.uris import uri_scheme
+
+    if not runs:
+        raise ConfigError("no run given: name at least one run folder (<store>/runs/<id>)")
+    sources = [open_run(uri) for uri in runs]
+    target = out or runs[0]
+    # the report is derived and rebuilt at will: skip per-file fsync on local disks
+    options = {"fsync": False} if uri_scheme(target) == "file" else {}
+    out_store = open_store(target, **options)
+    return build_from_sources(
+        sources, out_store=out_store, out_prefix="", release=release, traces=traces
+    )
+
+
+def build_from_sources(
+    sources: Sequence[RunSource],
+    *,
+    out_store: Any,
+    out_prefix: str = "",
+    release: str | None = None,
+    traces: str | bool = "new",
+) -> ReportOutput:
+    """``build_report`` over already opened stores (the run command uses this)."""
+    t0 = time.perf_counter()
+    mode = trace_mode(traces)
+    runs = [read_run(s) for s in sources]
+    rel = read_release_metadata(release) if release else None
+    df = combine(runs, rel)
+    notes = _notes(runs, df, rel, release)
+    out = OutFolder(store=out_store, prefix=out_prefix)
+    # trace pages are written in the background while the tables and figures are drawn
+    pending = start_trace_pages(runs, df, out, mode=mode, report_key=HTML_NAME)
+    try:
+        data, figures, grouping_notes = _compute(df)
+        notes += grouping_notes
+        table_uris, table_hrefs = _write_tables(out, data)
+        figure_uris, figure_hrefs = {}, {}
+        for name, svg in figures.items():
+            key = f"{ASSETS}/figures/{name}.svg"
+            out.put(key, _standalone_svg(svg))
+            figure_uris[name], figure_hrefs[name] = out.url(key), key
+    finally:
+        pages = pending.wait()
+    notes += pages.notes
+    title = "DataSpace report: " + ", ".join(r.run_id for r in runs)
+    report = ReportData(
+        title=title,
+        runs=[_run_info(r, df) for r in runs],
+        labels=list(data["accuracy"]["label"]) if not df.empty else [],
+        tables=data,
+        figures=figures,
+        notes=notes,
+        cells=pages.cells,
+        figure_hrefs=figure_hrefs,
+        table_hrefs=table_hrefs,
+        generated_at=time.strftime("%Y-%m-%d %H:%M:%S %Z"),
+    )
+    out.put(HTML_NAME, render_html(report).encode())
+    out.put(MARKDOWN_NAME, render_markdown(report).encode())
+    seconds = time.perf_counter() - t0
+    logger.info(
+        "report of %s written to %s in %.2f s (%d trace pages written, %d kept)",
+        ", ".join(r.run_id for r in runs),
+        out.url(HTML_NAME),
+        seconds,
+        pages.written,
+        pages.kept,
+    )
+    return ReportOutput(
+        out=out.url(""),
+        html=out.url(HTML_NAME),
+        markdown=out.url(MARKDOWN_NAME),
+        tables=table_uris,
+        figures=figure_uris,
+        traces=pages.written,
+        traces_kept=pages.kept,
+        notes=tuple(notes),
+        data=data,
+        seconds=seconds,
+    )
+
+
+def _empty_tables() -> dict[str, Any]:
+    import pandas as pd
+
+    return {
+        name: pd.DataFrame()
+        for name in (
+            "accuracy",
+            "efficiency",
+            "efficiency_paper",
+            "timings",
+            "characteristics",
+            "characteristics_long",
+            "overlap",
+            "overlap_agents",
+            "spread",
+            "pareto",
+            "per_task",
+        )
+    }
+
+
+def _compute(df: Any) -> tuple[dict[str, Any], dict[str, str], list[str]]:
+    from dataspace.report import plots, tables
+    from dataspace.report.characteristics import assign_groups
+
+    if df.empty:
+        return _empty_tables(), {}, []
+    notes: list[str] = []
+    acc = tables.accuracy_table(df)
+    labels = tables.labels_in_order(acc)
+    eff = tables.efficiency_table(df, acc)
+    meta = task_metadata(df)
+    grouping = assign_groups(meta)
+    annotated = tables.metadata_counts(meta)
+    if annotated == 0:
+        notes.append(
+            "No task metadata (the official release carries none): the breakdowns "
+            "by task characteristic are left out. Pass a release built with "
+            "annotations (--release) to include them."
+        )
+    else:
+        for name in grouping.left_out:
+            notes.append(
+                f"{name}: left out of the breakdowns, no task carries the annotation it needs."
+            )
+        for name, n in grouping.missing.items():
+            if n:
+                notes.append(
+                    f"{name}: {n} of {len(meta)} tasks lack the annotation and are "
+                    "left out of this breakdown."
+                )
+    long = tables.characteristics_table(df, grouping, labels)
+    overlap = tables.overlap_tables(df, labels)
+    pareto = tables.pareto_table(eff)
+    data = {
+        "accuracy": acc,
+        "efficiency": eff,
+        "efficiency_paper": tables.paper_efficiency_table(eff),
+        "timings": tables.timings_table(df, acc),
+        "characteristics": tables.characteristics_wide(long, labels),
+        "characteristics_long": long,
+        "overlap": overlap.summary,
+        "overlap_agents": overlap.per_agent,
+        "spread": tables.spread_table(acc),
+        "pareto": pareto,
+        "per_task": tables.per_task_table(df, labels),
+    }
+    pk = tables.pass_at_k_table(df, labels)
+    if pk is not None:
+        data["pass_at_k"] = pk
+    figures: dict[str, str] = {}
+    try:
+        import matplotlib  # noqa: F401
+    except ImportError:
+        notes.append("Figures left out: matplotlib is not installed (pip install matplotlib).")
+        return data, figures, notes
+    for name, draw in (
+        ("accuracy", lambda: plots.accuracy_figure(acc)),
+        ("pareto", lambda: plots.pareto_figure(pareto, labels)),
+        ("spread", lambda: plots.spread_figure(acc)),
+        ("gaps", lambda: plots.gap_figure(long, labels)),
+        ("passk", lambda: plots.pass_at_k_figure(pk, labels)),
+    ):
+        svg = draw()
+        if svg:
+            figures[name] = svg
+    return data, figures, notes
+
+
+def _notes(
+    runs: Sequence[RunData], df: Any, rel: ReleaseMetadata | None, release: str | None
+) -> list[str]:
+    from dataspace.report.tables import INFRA_STATUS, NOT_SCHEDULED
+
+    notes: list[str] = []
+    if df.empty:
+        return ["The runs hold no attempts."]
+    if rel is not None:
+        notes.extend(rel.problems)
+        if not rel.tasks:
+            notes.append(f"{release}: the release has no metadata/ annotations.")
+    status = df["status"]
+    n_infra = int((status == INFRA_STATUS).sum())
+    if n_infra:
+        notes.append(
+            f"{n_infra} attempt(s) ended in infrastructure failures after their "
+            "retries: they count as incorrect in accuracy (the official convention), "
+            "are shown apart with the accuracy without them, and are left out of "
+            "efficiency."
+        )
+    n_ns = int((status == NOT_SCHEDULED).sum())
+    if n_ns:
+        notes.append(
+            f"{n_ns} attempt(s) were never scheduled (for example at a spending "
+            "limit): they are left out of accuracy and efficiency."
+        )
+    n_unscored = int((df["passed"].isna() & ~status.isin([NOT_SCHEDULED])).sum())
+    if n_unscored:
+        notes.append(
+            f"{n_unscored} attempt(s) are unscored (their release hides the gold "
+            "answers): they are left out of accuracy."
+        )
+    if int(df["attempt"].max()) > 1:
+        notes.append(
+            "Several attempts per task: accuracy is the mean over attempts (pass@1); "
+            "a task counts as solved by an agent in the overlap when any attempt "
+            "passed."
+        )
+    for r in runs:
+        if r.summary and r.summary.get("stopped_for_spend_limit"):
+            notes.append(
+                f"Run {r.run_id} stopped scheduling at its spending limit of "
+                f"{r.summary.get('spend_limit_usd')} USD."
+            )
+    return notes
+
+
+def _run_info(run: RunData, df: Any) -> dict[str, Any]:
+    mine = df[df["run_id"] == run.run_id] if not df.empty else df
+    s = run.summary or {}
+    return {
+        "run_id": run.run_id,
+        "uri": run.source.uri,
+        "attempts": len(mine),
+        "agents": ", ".join(sorted(map(str, mine["agent"].unique()))) if len(mine) else "",
+        "wall_seconds": s.get("wall_seconds"),
+        "stopped_for_spend_limit": bool(s.get("stopped_for_spend_limit", False)),
+    }
+
+
+def _standalone_svg(svg: str) -> bytes:
+    return ('<?xml version="1.0" encoding="utf-8" standalone="no"?>\n' + svg).encode()
+
+
+def _parquet_safe(df: Any) -> Any:
+    out = df.copy()
+    for c in out.columns:
+        if out[c].dtype == object:
+            out[c] = [
+                None
+                if (isinstance(v, float) and math.isnan(v))
+                else (v if v is None or isinstance(v, str | bool | int | float) else str(v))
+                for v in out[c]
+            ]
+    out.columns = [str(c) for c in out.columns]
+    return out
+
+
+def _write_tables(out: OutFolder, data: Mapping[str, Any]) -> tuple[dict[str, str], dict[str, str]]:
+    uris, hrefs = {}, {}
+    for name, df in data.items():
+        base = f"{ASSETS}/tables/{name}"
+        out.put(f"{base}.csv", df.to_csv(index=False).encode())
+        buf = io.BytesIO()
+        _parquet_safe(df).to_parquet(buf, index=False)
+        out.put(f"{base}.parquet", buf.getvalue())
+        uris[name], hrefs[name] = out.url(f"{base}.csv"), f"{base}.csv"
+    return uris, hrefs
+
+
+def report_main(argv: Sequence[str] | None = None) -> int:
+    """``dataspace report RUN... [--out DIR] [--release DIR] [--traces new|all|none]``.
+
+    Prints where the report was written; errors are one line on stderr (exit status 2).
+    """
+    parser = argparse.ArgumentParser(
+        prog="dataspace report",
+        description="Tables, figures, an HTML report and trace pages from one or more runs.",
+    )
+    parser.add_argument(
+        "runs",
+        nargs="+",
+        metavar="RUN",
+        help="run folder: a path or store URI such as file:///x/runs/demo "
+        "or s3://bucket/prefix/runs/demo",
+    )
+    parser.add_argument("--out", help="output folder (default: the first run's folder)")
+    parser.add_argument(
+        "--release",
+        help="release folder whose metadata/ annotations drive "
+        "the breakdowns by task characteristic",
+    )
+    parser.add_argument(
+        "--traces",
+        choices=TRACE_MODES,
+        default="new",
+        help="trace pages per attempt: write the missing ones (new, the "
+        "default), rewrite all, or none",
+    )
+    args = parser.parse_args(list(argv) if argv is not None else None)
+    try:
+        res = build_report(args.runs, out=args.out, release=args.release, traces=args.traces)
+    except DataSpaceError as exc:
+        print(f"dataspace report: error: {exc}", file=sys.stderr)
+        return 2
+    print(f"report:   {res.html}")
+    print(f"markdown: {res.markdown}")
+    print(f"tables:   {len(res.tables)} in {res.out.rstrip('/')}/{ASSETS}/tables/")
+    print(f"traces:   {res.traces} pages written, {res.traces_kept} kept")
+    for note in res.notes:
+        print(f"note:     {note}")
+    return 0
+
+
+__all__ = ["ReportOutput", "build_from_sources", "build_report", "report_main"]

@@ -1,0 +1,452 @@
+"""Rendering the report's tables and figures as one HTML page and as Markdown."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from dataspace.report.page import esc, fmt, page, table_html, table_markdown
+
+logger = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True, kw_only=True)
+class AttemptCell:
+    """One attempt in the per-task matrix."""
+
+    attempt: int
+    passed: bool | None
+    status: str
+    href: str | None = None
+
+
+@dataclass(frozen=True, kw_only=True)
+class ReportData:
+    """Everything the report shows.
+
+    Attributes:
+        title: the page title.
+        runs: one mapping per run (run_id, uri, attempts, agents, wall_seconds, ...).
+        labels: agent labels, best first.
+        tables: name -> DataFrame (see ``build.TABLES``).
+        figures: name -> inline SVG.
+        notes: remarks shown at the top (missing metadata, failures, conventions).
+        cells: (task_id, label) -> attempts, for the per-task matrix with trace links.
+        figure_hrefs: name -> the SVG file's path relative to the Markdown file.
+        table_hrefs: name -> the CSV file's path relative to the report.
+    """
+
+    title: str
+    runs: Sequence[Mapping[str, Any]]
+    labels: Sequence[str]
+    tables: Mapping[str, Any]
+    figures: Mapping[str, str]
+    notes: Sequence[str]
+    cells: Mapping[tuple[str, str], Sequence[AttemptCell]] = field(default_factory=dict)
+    figure_hrefs: Mapping[str, str] = field(default_factory=dict)
+    table_hrefs: Mapping[str, str] = field(default_factory=dict)
+    generated_at: str = ""
+
+
+PCT = ".2f"
+ACCURACY_COLUMNS = {
+    "label": "agent",
+    "harness": "harness",
+    "model": "model",
+    "tasks": "tasks",
+    "attempts": "attempts",
+    "scored": "scored",
+    "correct": "correct",
+    "accuracy_pct": "accuracy %",
+    "accuracy_excl_infra_pct": "accuracy excl. infra %",
+    "infra_failures": "infra failures",
+    "infra_failure_rate_pct": "infra failure %",
+    "infra_retried": "infra-retried",
+    "unscored": "unscored (no gold)",
+    "not_scheduled": "not scheduled",
+}
+
+
+def _k(v: Any) -> str:
+    return fmt(v / 1000.0 if not _missing(v) else None, ".1f")
+
+
+def _missing(v: Any) -> bool:
+    from dataspace.report.page import is_missing
+
+    return is_missing(v)
+
+
+def accuracy_display(acc: Any) -> Any:
+    """The accuracy table's columns for display (status counts after the main ones)."""
+    cols = [c for c in ACCURACY_COLUMNS if c in acc.columns]
+    status = [c for c in acc.columns if c.startswith("status_")]
+    return acc[cols + status].rename(
+        columns={**ACCURACY_COLUMNS, **{c: c[len("status_") :] for c in status}}
+    )
+
+
+def efficiency_display(eff: Any) -> Any:
+    """Tokens in thousands, money in USD, times in seconds, one row per agent."""
+    import pandas as pd
+
+    rows = []
+    for r in eff.to_dict("records"):
+        rows.append(
+            {
+                "agent": r["label"],
+                "accuracy %": r["accuracy_pct"],
+                "attempts measured": r["measured_attempts"],
+                "tokens K mean": _k(r["tokens_mean"]),
+                "tokens K median": _k(r["tokens_median"]),
+                "input K mean (median)": f"{_k(r['input_tokens_mean'])} "
+                f"({_k(r['input_tokens_median'])})",
+                "cached K mean (median)": f"{_k(r['cached_input_tokens_mean'])} "
+                f"({_k(r['cached_input_tokens_median'])})",
+                "output K mean (median)": f"{_k(r['output_tokens_mean'])} "
+                f"({_k(r['output_tokens_median'])})",
+                "reasoning K mean (median)": f"{_k(r['reasoning_tokens_mean'])} "
+                f"({_k(r['reasoning_tokens_median'])})",
+                "cost/task USD": fmt(r["cost_per_task_usd"], ".4f"),
+                "cost/correct USD": fmt(r["cost_per_correct_usd"], ".4f"),
+                "cost total USD": fmt(r["cost_total_usd"], ".2f"),
+                "actions mean (median)": f"{fmt(r['tool_actions_mean'], '.1f')} "
+                f"({fmt(r['tool_actions_median'], '.1f')})",
+                "turns mean (median)": f"{fmt(r['model_turns_mean'], '.1f')} "
+                f"({fmt(r['model_turns_median'], '.1f')})",
+                "latency s mean (P90)": f"{fmt(r['latency_mean_s'], '.1f')} "
+                f"({fmt(r['latency_p90_s'], '.1f')})",
+                "working s mean": fmt(r["working_mean_s"], ".1f"),
+                "tokens K correct / incorrect": f"{_k(r['tokens_correct_mean'])} / "
+                f"{_k(r['tokens_incorrect_mean'])}",
+                "actions correct / incorrect": f"{fmt(r['tool_actions_correct_mean'], '.1f')} / "
+                f"{fmt(r['tool_actions_incorrect_mean'], '.1f')}",
+            }
+        )
+    return pd.DataFrame(rows)
+
+
+def pretty(column: str) -> str:
+    """A display header for a machine column name.
+
+    >>> pretty("accuracy_pct"), pretty("phase_agent_mean_s"), pretty("label")
+    ('accuracy %', 'phase agent mean (s)', 'agent')
+    """
+    if column == "label":
+        return "agent"
+    for suffix, unit in (("_pct", " %"), ("_pp", " (points)"), ("_usd", " (USD)"), ("_s", " (s)")):
+        if column.endswith(suffix):
+            return column[: -len(suffix)].replace("_", " ") + unit
+    return column.replace("_", " ")
+
+
+def _cells_html(cells: Sequence[AttemptCell]) -> str:
+    out = []
+    for c in cells:
+        if c.passed is True:
+            cls, mark = "ok", "✓"
+        elif c.passed is False:
+            cls, mark = "bad", "✗"
+        else:
+            cls, mark = "na", "·"
+        tip = esc(f"attempt {c.attempt}: {c.status}")
+        if c.href:
+            out.append(
+                f'<a class="att {cls}" href="{esc(c.href)}" title="{tip}">{c.attempt}{mark}</a>'
+            )
+        else:
+            out.append(f'<span class="att {cls}" title="{tip}">{c.attempt}{mark}</span>')
+    return " ".join(out)
+
+
+def _per_task_html(data: ReportData) -> str:
+    per = data.tables.get("per_task")
+    if per is None or per.empty:
+        return '<p class="muted">No attempts.</p>'
+    head = "".join(f"<th>{esc(lab)}</th>" for lab in data.labels)
+    rows = []
+    for task, solved in zip(per["task_id"], per["solved_by"], strict=True):
+        cells = "".join(
+            f"<td>{_cells_html(data.cells.get((task, lab), ()))}</td>" for lab in data.labels
+        )
+        rows.append(f'<tr><td>{esc(task)}</td><td class="n">{solved}</td>{cells}</tr>')
+    table = (
+        f'<div class="wrap"><table id="per-task" class="sortable"><thead><tr>'
+        f'<th>task</th><th class="n">solved by</th>{head}</tr></thead><tbody>'
+        f"{''.join(rows)}</tbody></table></div>"
+    )
+    is_open = " open" if len(per) <= 60 else ""
+    return (
+        f"<details{is_open}><summary>{len(per)} tasks × {len(data.labels)} agents "
+        f"(✓ correct, ✗ incorrect, · unscored; each mark links to its trace)</summary>"
+        f"{table}</details>"
+    )
+
+
+def _figure(data: ReportData, name: str, caption: str) -> str:
+    svg = data.figures.get(name)
+    if not svg:
+        return ""
+    return f'<figure id="fig-{esc(name)}">{svg}<figcaption>{esc(caption)}</figcaption></figure>'
+
+
+def _table(data: ReportData, name: str, display: Any, formats: Mapping[str, Any]) -> str:
+    link = data.table_hrefs.get(name)
+    dl = f' <a class="muted" href="{esc(link)}">CSV</a>' if link else ""
+    headers = {c: pretty(c) for c in display.columns if c not in data.labels}
+    return table_html(display, table_id=f"t-{name}", formats=formats, headers=headers) + (
+        f'<p class="muted">Download:{dl}</p>' if dl else ""
+    )
+
+
+_FIG_CAPTIONS = {
+    "accuracy": "Task accuracy per agent (correct / scored attempts).",
+    "pareto": "Accuracy against mean resource use per task; dashed lines connect "
+    "Pareto-efficient agents (higher accuracy, lower use).",
+    "spread": "Accuracy of each harness with the model fixed.",
+    "gaps": "Accuracy of each group minus its characteristic's reference group, in points.",
+    "passk": "pass@k per agent (unbiased estimator over the attempts of each task).",
+}
+
+
+def render_html(data: ReportData) -> str:
+    """The whole report as one self-contained HTML page."""
+    t = data.tables
+    toc = [
+        "accuracy",
+        "efficiency",
+        "timings",
+        "pareto",
+        "spread",
+        "characteristics",
+        "overlap",
+        "pass-at-k",
+        "tasks",
+        "runs",
+    ]
+    sections: list[str] = []
+    notes = "".join(f'<p class="note">{esc(n)}</p>' for n in data.notes)
+    acc = t["accuracy"]
+    sections.append('<h2 id="accuracy">Accuracy per agent</h2>')
+    sections.append(
+        _table(
+            data,
+            "accuracy",
+            accuracy_display(acc),
+            {"accuracy %": PCT, "accuracy excl. infra %": PCT, "infra failure %": PCT},
+        )
+    )
+    sections.append(_figure(data, "accuracy", _FIG_CAPTIONS["accuracy"]))
+    sections.append('<h2 id="efficiency">Efficiency per agent</h2>')
+    sections.append(
+        '<p class="muted">As the paper prints it (Table 11): tokens are input + '
+        "output per task in thousands, mean (median); latency mean (P90).</p>"
+    )
+    sections.append(_table(data, "efficiency_paper", t["efficiency_paper"], {}))
+    sections.append("<h3>Extended</h3>")
+    sections.append(
+        _table(data, "efficiency", efficiency_display(t["efficiency"]), {"accuracy %": PCT})
+    )
+    sections.append('<h2 id="timings">Latency and phase timings (seconds)</h2>')
+    tim = t["timings"].rename(columns={"label": "agent"})
+    sections.append(_table(data, "timings", tim, dict.fromkeys(tim.columns[1:], ".2f")))
+    sections.append('<h2 id="pareto">Accuracy–efficiency trade-offs</h2>')
+    sections.append(
+        _figure(data, "pareto", _FIG_CAPTIONS["pareto"]) or '<p class="muted">Nothing to plot.</p>'
+    )
+    front = t["pareto"]
+    if not front.empty:
+        fr = (
+            front[front["on_front"]]
+            .groupby("axis", sort=False)["label"]
+            .apply(lambda s: ", ".join(map(str, s)))
+            .reset_index()
+            .rename(columns={"axis": "resource", "label": "Pareto-efficient agents"})
+        )
+        sections.append(table_html(fr, table_id="t-pareto-front", sortable=False))
+    sections.append('<h2 id="spread">Harness spread</h2>')
+    spread = t["spread"]
+    if spread.empty:
+        sections.append(
+            '<p class="muted">No model was run under two or more harnesses, '
+            "and no harness under two or more models.</p>"
+        )
+    else:
+        sections.append(
+            _table(
+                data,
+                "spread",
+                spread,
+                {"best_accuracy_pct": PCT, "worst_accuracy_pct": PCT, "spread_pp": PCT},
+            )
+        )
+        sections.append(_figure(data, "spread", _FIG_CAPTIONS["spread"]))
+    sections.append('<h2 id="characteristics">Accuracy by task characteristic</h2>')
+    wide = t["characteristics"]
+    if wide.empty:
+        sections.append(
+            '<p class="muted">Left out: no task carries the annotations '
+            "these breakdowns need (see the notes above).</p>"
+        )
+    else:
+        sections.append(
+            '<p class="muted">Accuracy (%) per group; N is the number of '
+            "tasks in the group (the paper's Table 12).</p>"
+        )
+        sections.append(_table(data, "characteristics", wide, dict.fromkeys(data.labels, ".1f")))
+        sections.append(_figure(data, "gaps", _FIG_CAPTIONS["gaps"]))
+    sections.append('<h2 id="overlap">Tasks solved by all, by none, and the oracle union</h2>')
+    sections.append(_table(data, "overlap", t["overlap"], {"pct_of_tasks": PCT}))
+    sections.append(_table(data, "overlap_agents", t["overlap_agents"], {}))
+    sections.append('<h2 id="pass-at-k">pass@k</h2>')
+    pk = t.get("pass_at_k")
+    if pk is None or pk.empty:
+        sections.append('<p class="muted">One attempt per task: pass@k equals accuracy.</p>')
+    else:
+        sections.append(
+            _table(data, "pass_at_k", pk, {c: PCT for c in pk.columns if c.endswith("_pct")})
+        )
+        sections.append(_figure(data, "passk", _FIG_CAPTIONS["passk"]))
+    sections.append('<h2 id="tasks">Per-task outcomes and traces</h2>')
+    sections.append(_per_task_html(data))
+    sections.append('<h2 id="runs">Runs</h2>')
+    sections.append(_runs_html(data.runs))
+    nav = '<nav class="toc">' + "".join(f'<a href="#{s}">{s}</a>' for s in toc) + "</nav>"
+    runs = ", ".join(str(r["run_id"]) for r in data.runs)
+    header = (
+        f'<header class="top"><h1>{esc(data.title)}</h1><div class="sub">runs: '
+        f"{esc(runs)} · {len(data.labels)} agents · generated {esc(data.generated_at)}"
+        "</div></header>"
+    )
+    return page(data.title, nav + notes + "".join(sections), header=header, script=True)
+
+
+def _runs_html(runs: Sequence[Mapping[str, Any]]) -> str:
+    import pandas as pd
+
+    if not runs:
+        return ""
+    df = pd.DataFrame([{k: v for k, v in r.items() if k != "summary"} for r in runs])
+    return table_html(
+        df,
+        table_id="t-runs",
+        formats={"wall_seconds": ".1f"},
+        headers={c: pretty(c) for c in df.columns},
+    )
+
+
+def render_markdown(data: ReportData) -> str:
+    """The report as Markdown (figures linked as SVG files, tables inline)."""
+    t = data.tables
+    out = [
+        f"# {data.title}",
+        "",
+        f"Runs: {', '.join(str(r['run_id']) for r in data.runs)}; "
+        f"{len(data.labels)} agents; generated {data.generated_at}.",
+        "",
+    ]
+    out += [f"> {n}" for n in data.notes]
+    if data.notes:
+        out.append("")
+
+    def md(df: Any, formats: Mapping[str, Any] | None = None) -> str:
+        headers = {c: pretty(c) for c in df.columns if c not in data.labels}
+        return table_markdown(df, formats=formats, headers=headers)
+
+    def fig(name: str) -> None:
+        if name in data.figures and name in data.figure_hrefs:
+            out.extend([f"![{_FIG_CAPTIONS.get(name, name)}]({data.figure_hrefs[name]})", ""])
+
+    out += [
+        "## Accuracy per agent",
+        "",
+        md(
+            accuracy_display(t["accuracy"]),
+            formats={"accuracy %": PCT, "accuracy excl. infra %": PCT, "infra failure %": PCT},
+        ),
+        "",
+    ]
+    fig("accuracy")
+    out += [
+        "## Efficiency per agent",
+        "",
+        "Tokens are input + output per task in thousands, mean (median); latency mean "
+        "(P90), in seconds.",
+        "",
+        md(t["efficiency_paper"]),
+        "",
+        "### Extended",
+        "",
+        md(efficiency_display(t["efficiency"]), formats={"accuracy %": PCT}),
+        "",
+        "## Latency and phase timings (seconds)",
+        "",
+        md(
+            t["timings"].rename(columns={"label": "agent"}),
+            formats=dict.fromkeys(t["timings"].columns[1:], ".2f"),
+        ),
+        "",
+    ]
+    out += ["## Accuracy–efficiency trade-offs", ""]
+    fig("pareto")
+    front = t["pareto"]
+    if not front.empty:
+        for axis, grp in front[front["on_front"]].groupby("axis", sort=False):
+            out.append(f"- Pareto front, {axis}: {', '.join(map(str, grp['label']))}")
+        out.append("")
+    out += ["## Harness spread", ""]
+    if t["spread"].empty:
+        out += ["No model was run under two or more harnesses.", ""]
+    else:
+        out += [
+            md(
+                t["spread"],
+                formats={"best_accuracy_pct": PCT, "worst_accuracy_pct": PCT, "spread_pp": PCT},
+            ),
+            "",
+        ]
+        fig("spread")
+    out += ["## Accuracy by task characteristic", ""]
+    if t["characteristics"].empty:
+        out += ["Left out: no task carries the annotations these breakdowns need.", ""]
+    else:
+        out += [md(t["characteristics"], formats=dict.fromkeys(data.labels, ".1f")), ""]
+        fig("gaps")
+    out += [
+        "## Tasks solved by all, by none, and the oracle union",
+        "",
+        md(t["overlap"], formats={"pct_of_tasks": PCT}),
+        "",
+        md(t["overlap_agents"]),
+        "",
+    ]
+    pk = t.get("pass_at_k")
+    if pk is not None and not pk.empty:
+        out += [
+            "## pass@k",
+            "",
+            md(pk, formats={c: PCT for c in pk.columns if c.endswith("_pct")}),
+            "",
+        ]
+        fig("passk")
+    if data.table_hrefs:
+        out += [
+            "## Tables",
+            "",
+            *(f"- [{name}]({href})" for name, href in data.table_hrefs.items()),
+            "",
+        ]
+    return "\n".join(out).rstrip() + "\n"
+
+
+__all__ = [
+    "AttemptCell",
+    "ReportData",
+    "accuracy_display",
+    "efficiency_display",
+    "pretty",
+    "render_html",
+    "render_markdown",
+]

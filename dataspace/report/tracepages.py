@@ -1,0 +1,440 @@
+"""Writing one trace page per attempt and linking them from the report's task matrix.
+
+Pages go to ``report/traces/<run>/<agent>/<task>/<n>.html`` under the output folder. An
+attempt's files are written once and never change, so a page, once written, stays valid:
+in ``new`` mode only attempts without a page are rendered (a rebuilt report over a large
+run then reads only what is new); ``all`` re-renders every page; ``none`` writes none. A
+change of the page format (``TRACE_FORMAT``) re-renders everything once.
+
+Pages are written in the background while the report's tables and figures are computed:
+by worker processes when every store involved is a local folder and there are many pages
+(the work is partly CPU bound), by threads otherwise (remote stores are I/O bound, and
+in-memory stores live in this process only).
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import logging
+import os
+import posixpath
+import re
+from collections.abc import Mapping, Sequence
+from concurrent.futures import Executor, Future, ThreadPoolExecutor
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from dataspace.errors import ConfigError, NotFoundError, StoreError
+from dataspace.report.load import OutFolder, RunData, RunSource
+from dataspace.report.page import is_missing
+from dataspace.report.render import AttemptCell
+
+logger = logging.getLogger(__name__)
+
+TraceMode = Literal["new", "all", "none"]
+TRACE_MODES: tuple[str, ...] = ("new", "all", "none")
+TRACE_FORMAT = "2"
+TRACES_DIR = "report/traces"
+THREADS = 8
+MAX_PROCESSES = 4
+MIN_JOBS_FOR_PROCESSES = 400
+WORKER_TIMEOUT = 3600.0
+MAX_IMAGE_BYTES = 8 * 1024 * 1024
+IMAGE_TYPES = {
+    ".png": "image/png",
+    ".jpg": "image/jpeg",
+    ".jpeg": "image/jpeg",
+    ".gif": "image/gif",
+    ".webp": "image/webp",
+}
+ROW_FIELDS = (
+    "run_id",
+    "agent",
+    "harness",
+    "model",
+    "task_id",
+    "attempt",
+    "status",
+    "passed",
+    "error_code",
+    "error",
+    "infra_retries",
+    "input_tokens",
+    "cached_input_tokens",
+    "output_tokens",
+    "reasoning_tokens",
+    "cost_usd",
+    "model_turns",
+    "tool_actions",
+    "wall_seconds",
+    "working_seconds",
+    "sandbox_enforcement",
+    "verdict",
+)
+_SEG = re.compile(r"[^A-Za-z0-9._-]")
+
+
+def trace_mode(value: str | bool) -> str:
+    """Normalize a trace mode (``True`` means ``new``, ``False`` means ``none``).
+
+    >>> trace_mode(True), trace_mode("all")
+    ('new', 'all')
+    """
+    if value is True:
+        return "new"
+    if value is False:
+        return "none"
+    if value not in TRACE_MODES:
+        raise ConfigError(f"traces={value!r}: expected one of {', '.join(TRACE_MODES)}")
+    return str(value)
+
+
+def safe_segment(name: Any) -> str:
+    """A path segment safe for any store key.
+
+    >>> safe_segment("my agent/v2"), safe_segment("..")
+    ('my_agent_v2', '_..')
+    """
+    s = _SEG.sub("_", str(name)) or "_"
+    return "_" + s if set(s) <= {"."} else s
+
+
+def trace_key(run_id: str, agent: str, task: str, attempt: int) -> str:
+    """Where an attempt's page goes, relative to the output folder.
+
+    >>> trace_key("r1", "gold", "task_3", 2)
+    'report/traces/r1/gold/task_3/2.html'
+    """
+    return (
+        f"{TRACES_DIR}/{safe_segment(run_id)}/{safe_segment(agent)}/"
+        f"{safe_segment(task)}/{int(attempt)}.html"
+    )
+
+
+def relative_href(from_key: str, to_key: str) -> str:
+    """A relative link between two keys of the output folder.
+
+    >>> relative_href("report/traces/r/a/t/1.html", "report.html")
+    '../../../../../report.html'
+    """
+    return posixpath.relpath(to_key, posixpath.dirname(from_key) or ".")
+
+
+@dataclass(frozen=True, kw_only=True)
+class TracePages:
+    """What writing the trace pages did.
+
+    Attributes:
+        cells: (task id, agent label) -> the attempts, each with its page link if any.
+        written: pages rendered now.
+        kept: pages that already existed and were kept (``new`` mode).
+        notes: problems worth showing in the report.
+    """
+
+    cells: Mapping[tuple[str, str], Sequence[AttemptCell]]
+    written: int
+    kept: int
+    notes: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True, kw_only=True)
+class _Job:
+    source: RunSource
+    folder: str
+    key: str
+    title: str
+    row: Mapping[str, Any]
+    outputs: frozenset[str]
+
+
+@dataclass(frozen=True, kw_only=True)
+class PendingTraces:
+    """Trace pages being written; ``cells`` and ``kept`` are known at once.
+
+    Attributes:
+        cells: (task id, agent label) -> the attempts, each with its page link if any.
+        kept: pages that already existed and are kept.
+        jobs: pages being written.
+        out: the output folder.
+        futures: one per batch, each resolving to the problems of its pages.
+        executor: what runs the batches (shut down by ``wait``).
+    """
+
+    cells: Mapping[tuple[str, str], Sequence[AttemptCell]]
+    kept: int
+    jobs: int
+    out: OutFolder
+    futures: tuple[Future[list[str]], ...] = ()
+    executor: Executor | None = None
+
+    def wait(self) -> TracePages:
+        """Wait for every page; returns the tally and notes on pages that failed."""
+        problems: list[str] = []
+        try:
+            for fut in self.futures:
+                problems.extend(fut.result())
+        finally:
+            if self.executor is not None:
+                self.executor.shutdown(wait=True)
+        if self.jobs or self.kept:
+            self.out.put(f"{TRACES_DIR}/FORMAT", TRACE_FORMAT.encode())
+        for p in problems[:20]:
+            logger.warning("%s", p)
+        notes = (
+            (f"{len(problems)} trace page(s) could not be written; first: {problems[0]}",)
+            if problems
+            else ()
+        )
+        return TracePages(
+            cells=self.cells, written=self.jobs - len(problems), kept=self.kept, notes=notes
+        )
+
+
+def _index(source: RunSource) -> dict[str, set[str]]:
+    """Attempt folders with an event log -> the files kept under their ``output/``."""
+    base = source.key("") if source.prefix.strip("/") else ""
+    logs: set[str] = set()
+    outputs: dict[str, set[str]] = {}
+    try:
+        for key in source.store.list(source.key("attempts/")):
+            rel = key[len(base) :]
+            if rel.endswith("/events.jsonl"):
+                logs.add(rel[: -len("/events.jsonl")])
+            elif "/output/" in rel:
+                folder, _, name = rel.partition("/output/")
+                outputs.setdefault(folder, set()).add(name)
+    except NotFoundError:
+        return {}
+    return {f: outputs.get(f, set()) for f in logs}
+
+
+def _existing(out: OutFolder) -> set[str]:
+    """Trace pages already in the output folder, if they have the current format."""
+    try:
+        marker = out.store.get_bytes(out.key(f"{TRACES_DIR}/FORMAT")).decode().strip()
+    except (NotFoundError, UnicodeDecodeError):
+        return set()
+    if marker != TRACE_FORMAT:
+        return set()
+    base = len(out.key(""))
+    return {k[base:] for k in out.store.list(out.key(f"{TRACES_DIR}/")) if k.endswith(".html")}
+
+
+def start_trace_pages(
+    runs: Sequence[RunData], df: Any, out: OutFolder, *, mode: str, report_key: str
+) -> PendingTraces:
+    """Plan the trace pages of every attempt that has an event log and start writing them.
+
+    Args:
+        runs: the runs.
+        df: the combined results frame (one row per attempt, with ``label``).
+        out: the output folder.
+        mode: ``new``, ``all`` or ``none``.
+        report_key: the report's key in the output folder, for the back links.
+    """
+    cells: dict[tuple[str, str], list[AttemptCell]] = {}
+    if df.empty:
+        return PendingTraces(cells=cells, kept=0, jobs=0, out=out)
+    have = {r.run_id: _index(r.source) for r in runs} if mode != "none" else {}
+    existing = _existing(out) if mode == "new" else set()
+    sources = {r.run_id: r.source for r in runs}
+    jobs: list[_Job] = []
+    kept = 0
+    fields = [c for c in ROW_FIELDS if c in df.columns]
+    phase_cols = [c for c in df.columns if c.startswith("phase_")]
+    rows = df[fields + phase_cols].to_dict("records") if mode != "none" else []
+    cols = ["run_id", "agent", "task_id", "attempt", "label", "passed", "status"]
+    for i, (run_id, agent, task, n, label, passed, status) in enumerate(
+        df[cols].itertuples(index=False)
+    ):
+        folder = f"attempts/{agent}/{task}/{int(n)}"
+        href = None
+        outputs = have.get(run_id, {}).get(folder)
+        if outputs is not None:
+            href = trace_key(run_id, agent, task, n)
+            if href in existing:
+                kept += 1
+            else:
+                jobs.append(
+                    _Job(
+                        source=sources[run_id],
+                        folder=folder,
+                        key=href,
+                        title=f"{label} · {task} · attempt {int(n)}",
+                        row=_clean(rows[i]),
+                        outputs=frozenset(outputs),
+                    )
+                )
+        cells.setdefault((str(task), str(label)), []).append(
+            AttemptCell(
+                attempt=int(n),
+                passed=None if is_missing(passed) else bool(passed),
+                status=str(status),
+                href=href,
+            )
+        )
+    for v in cells.values():
+        v.sort(key=lambda c: c.attempt)
+
+    if not jobs:
+        return PendingTraces(cells=cells, kept=kept, jobs=0, out=out)
+    n_procs = _process_count(runs, out, len(jobs))
+    if n_procs:
+        # worker processes (the work is partly CPU bound); threads only wait on them
+        executor: Executor = ThreadPoolExecutor(max_workers=n_procs, thread_name_prefix="ds-trace")
+        futures = [
+            executor.submit(_in_subprocess, jobs[k::n_procs], out, report_key)
+            for k in range(n_procs)
+        ]
+    else:
+        executor = ThreadPoolExecutor(max_workers=THREADS, thread_name_prefix="ds-trace")
+        size = max(1, -(-len(jobs) // (THREADS * 4)))
+        futures = [
+            executor.submit(render_pages, jobs[k : k + size], out, report_key)
+            for k in range(0, len(jobs), size)
+        ]
+    return PendingTraces(
+        cells=cells, kept=kept, jobs=len(jobs), out=out, futures=tuple(futures), executor=executor
+    )
+
+
+def _process_count(runs: Sequence[RunData], out: OutFolder, n_jobs: int) -> int:
+    """How many worker processes to use: none unless every store is a local folder."""
+    from dataspace.store.local import FileStore
+
+    local = isinstance(out.store, FileStore) and all(
+        isinstance(r.source.store, FileStore) for r in runs
+    )
+    cpus = (
+        len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+    )
+    if not local or cpus < 2 or n_jobs < MIN_JOBS_FOR_PROCESSES:
+        return 0
+    return min(cpus, MAX_PROCESSES)
+
+
+def _in_subprocess(jobs: Sequence[_Job], out: OutFolder, report_key: str) -> list[str]:
+    """Render a batch in a fresh interpreter (``python -m dataspace.report._worker``).
+
+    A fresh interpreter, not ``multiprocessing``: the caller's main module is never
+    re-imported and nothing is forked from a process that may run threads. If the worker
+    cannot run, the batch is rendered here instead.
+    """
+    import pickle
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    import dataspace
+
+    root = str(Path(dataspace.__file__).resolve().parent.parent)
+    env = dict(os.environ)
+    env["PYTHONPATH"] = root + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
+    try:
+        proc = subprocess.run(
+            [sys.executable, "-m", "dataspace.report._worker"],
+            input=pickle.dumps((list(jobs), out, report_key)),
+            capture_output=True,
+            env=env,
+            check=False,
+            timeout=WORKER_TIMEOUT,
+        )
+        if proc.returncode == 0:
+            problems = pickle.loads(proc.stdout)
+            if isinstance(problems, list):
+                return [str(p) for p in problems]
+        logger.warning(
+            "trace worker failed (exit %s): %s; rendering its %d pages here",
+            proc.returncode,
+            proc.stderr.decode(errors="replace")[-500:],
+            len(jobs),
+        )
+    except (OSError, pickle.PickleError, EOFError, subprocess.TimeoutExpired) as exc:
+        logger.warning("trace worker unavailable (%s); rendering %d pages here", exc, len(jobs))
+    return render_pages(jobs, out, report_key)
+
+
+def render_pages(jobs: Sequence[_Job], out: OutFolder, report_key: str) -> list[str]:
+    """Render and write a batch of trace pages; returns one line per page that failed."""
+    problems = []
+    for job in jobs:
+        try:
+            out.put(job.key, _page(job, out, report_key).encode())
+        except (StoreError, OSError) as exc:
+            problems.append(f"{job.source.key(job.folder)}: trace page not written ({exc})")
+    return problems
+
+
+def _page(job: _Job, out: OutFolder, report_key: str) -> str:
+    from dataspace.report.trace import image_paths, render_trace
+
+    src = job.source
+    events = _get(src, f"{job.folder}/events.jsonl")
+    notes: list[str] = []
+    run_meta = None
+    raw = _get(src, f"{job.folder}/run.json")
+    if raw is not None:
+        try:
+            run_meta = json.loads(raw)
+        except ValueError as exc:
+            notes.append(f"run.json is not valid JSON ({exc}); ignored")
+    images = {}
+    if job.outputs and events:
+        for path in image_paths(events):
+            url = _image(src, job, path)
+            if url:
+                images[path] = url
+    return render_trace(
+        title=job.title,
+        events=events,
+        row=job.row,
+        run_meta=run_meta if isinstance(run_meta, dict) else None,
+        back_href=relative_href(out.key(job.key), out.key(report_key)),
+        images=images,
+        notes=notes,
+    )
+
+
+def _clean(row: Mapping[str, Any]) -> dict[str, Any]:
+    out = {}
+    for k, v in row.items():
+        if isinstance(v, list | dict):
+            out[k] = v
+        elif not is_missing(v):
+            out[k] = v.item() if hasattr(v, "item") else v  # numpy scalars -> Python
+    return out
+
+
+def _get(source: RunSource, key: str) -> bytes | None:
+    try:
+        return bytes(source.store.get_bytes(source.key(key)))
+    except NotFoundError:
+        return None
+
+
+def _image(source: RunSource, job: _Job, path: str) -> str | None:
+    """A data URL for an image the agent wrote under /output, if it was kept."""
+    ext = posixpath.splitext(path)[1].lower()
+    rel = path[len("/output/") :]
+    if ext not in IMAGE_TYPES or rel not in job.outputs or ".." in rel.split("/"):
+        return None
+    data = _get(source, f"{job.folder}/output/{rel}")
+    if data is None or len(data) > MAX_IMAGE_BYTES:
+        return None
+    return f"data:{IMAGE_TYPES[ext]};base64,{base64.b64encode(data).decode()}"
+
+
+__all__ = [
+    "TRACE_FORMAT",
+    "TRACE_MODES",
+    "PendingTraces",
+    "TraceMode",
+    "TracePages",
+    "relative_href",
+    "render_pages",
+    "safe_segment",
+    "start_trace_pages",
+    "trace_key",
+    "trace_mode",
+]

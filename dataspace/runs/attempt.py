@@ -1,0 +1,345 @@
+"""One attempt, start to end: sandbox, agent, collection, scoring, upload.
+
+This is a plain library function (``run_attempt``); Ray only decides where it runs. It
+returns the attempt's results row. Agent outcomes (wrong answer, no submission, exhausted
+budget, a harness bug) are final and recorded; faults outside the agent (the sandbox could
+not start, the store or the model endpoint failed past retries) raise
+``InfrastructureError`` so the controller retries the attempt and labels the retry.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import shutil
+import socket
+import tempfile
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from dataspace.errors import InfrastructureError, SandboxError, StoreError
+from dataspace.runs.layout import RunLayout
+from dataspace.runs.spec import AgentSpec, LimitsSpec, SandboxConfig
+
+logger = logging.getLogger(__name__)
+
+PREDICTION_NAME = "prediction.csv"
+MAX_PREDICTION_BYTES = 20 * 1024 * 1024  # the evaluator's own CSV limit
+
+
+@dataclass(frozen=True, kw_only=True)
+class AttemptRequest:
+    """Everything a worker needs for one attempt (picklable)."""
+
+    run_id: str
+    store_uri: str
+    release_root: str
+    agent: AgentSpec
+    task_id: str
+    attempt: int
+    key: str
+    limits: LimitsSpec
+    sandbox: SandboxConfig
+    submitted_at: float
+    try_index: int = 0
+    prior_failures: tuple[Mapping[str, Any], ...] = field(default_factory=tuple)
+
+
+def run_attempt(req: AttemptRequest) -> dict[str, Any]:
+    """Run one attempt and write its files; return its results row."""
+    from dataspace.agents import AgentContext, AgentLimits, EventLog, get_agent
+    from dataspace.release import Release
+    from dataspace.sandbox import Limits, SandboxSpec, get_backend
+    from dataspace.store import open_store
+
+    t_start = time.time()
+    phases: dict[str, float] = {"queue": max(0.0, t_start - req.submitted_at)}
+    layout = RunLayout(run_id=req.run_id)
+    adir = layout.attempt(req.agent.name, req.task_id, req.attempt)
+    try:
+        store = open_store(req.store_uri)
+        _clear_partial(store, adir)
+    except StoreError as exc:
+        raise InfrastructureError(f"store {req.store_uri}: {exc}", code="store") from exc
+
+    release = Release(req.release_root)
+    task = release.task(req.task_id)
+    workdir = Path(tempfile.mkdtemp(prefix=f"ds-attempt-{req.task_id}-"))
+    events = EventLog(workdir / "events.jsonl")
+    events.emit(
+        "attempt_start",
+        task=req.task_id,
+        agent=req.agent.name,
+        attempt=req.attempt,
+        try_index=req.try_index,
+        key=req.key,
+    )
+    sandbox = None
+    sandbox_info: dict[str, Any] = {}
+    try:
+        t = time.monotonic()
+        workspace = release.workspace(req.task_id)
+        phases["staging"] = time.monotonic() - t
+        t = time.monotonic()
+        try:
+            backend = get_backend(req.sandbox.backend, **dict(req.sandbox.options))
+            limits = Limits(
+                cpus=req.sandbox.cpus,
+                memory_bytes=req.sandbox.memory_bytes,
+                pids=req.sandbox.pids,
+                wall_seconds=_sandbox_deadline(req.limits.wall_seconds),
+                command_timeout=req.limits.command_timeout,
+                output_bytes=req.sandbox.output_bytes,
+                tmp_bytes=req.sandbox.tmp_bytes,
+            )
+            sandbox = backend.create(
+                SandboxSpec(
+                    workspace=workspace,
+                    limits=limits,
+                    image=req.sandbox.image,
+                    labels={
+                        "run": req.run_id,
+                        "agent": req.agent.name,
+                        "task": req.task_id,
+                        "attempt": str(req.attempt),
+                    },
+                )
+            )
+            sandbox_info = dict(sandbox.info())
+        except SandboxError as exc:
+            raise InfrastructureError(f"sandbox failed to start: {exc}", code="sandbox") from exc
+        phases["sandbox_start"] = time.monotonic() - t
+
+        agent = get_agent(req.agent.harness)
+        alimits = AgentLimits(
+            model_turns=req.limits.model_turns,
+            tool_actions=req.limits.tool_actions,
+            wall_seconds=req.limits.wall_seconds,
+            command_timeout=req.limits.command_timeout,
+        )
+        settings: dict[str, Any] = dict(req.agent.settings)
+        if req.agent.model is not None:
+            settings["model"] = req.agent.model
+        settings["run_id"] = req.run_id
+        oracle = (lambda: release.gold_bytes(req.task_id)) if agent.needs_oracle else None
+        t = time.monotonic()
+        ctx = AgentContext(
+            task=task,
+            sandbox=sandbox,
+            limits=alimits,
+            events=events,
+            deadline=t + req.limits.wall_seconds,
+            oracle=oracle,
+            settings=settings,
+        )
+        try:
+            result = agent.run(ctx)
+        except InfrastructureError:
+            raise
+        except SandboxError as exc:
+            raise InfrastructureError(
+                f"sandbox failed during the agent: {exc}", code="sandbox"
+            ) from exc
+        except Exception as exc:  # a harness bug is the agent's outcome, not ours
+            from dataspace.agents import AgentResult
+
+            logger.exception("agent %s crashed on %s", req.agent.name, req.task_id)
+            result = AgentResult(
+                end_state="runtime_error", error=f"{type(exc).__name__}: {exc}"[:500]
+            )
+        phases["agent"] = time.monotonic() - t
+
+        t = time.monotonic()
+        outdir = workdir / "output"
+        try:
+            sandbox.collect(outdir)
+        except SandboxError as exc:
+            raise InfrastructureError(f"collecting outputs failed: {exc}", code="sandbox") from exc
+        phases["collect"] = time.monotonic() - t
+    finally:
+        if sandbox is not None:
+            try:
+                sandbox.close()
+            except Exception:
+                logger.exception("closing the sandbox of %s failed", req.task_id)
+        events.close()
+
+    try:
+        prediction, pred_problem = _submitted_prediction(result.submitted_path, outdir)
+        t = time.monotonic()
+        verdict = _score(
+            release,
+            req.task_id,
+            prediction if result.end_state == "submitted" else None,
+            pred_problem,
+        )
+        phases["evaluation"] = time.monotonic() - t
+
+        usage = result.usage.to_dict()
+        status = result.end_state
+        t = time.monotonic()
+        meta = {
+            "schema_version": "1.0",
+            "run_id": req.run_id,
+            "key": req.key,
+            "agent": req.agent.name,
+            "harness": req.agent.harness,
+            "model": req.agent.model.id if req.agent.model else None,
+            "task_id": req.task_id,
+            "attempt": req.attempt,
+            "try_index": req.try_index,
+            "infra_failures": list(req.prior_failures),
+            "host": socket.gethostname(),
+            "started_at": t_start,
+            "end_state": result.end_state,
+            "error": result.error,
+            "submitted_path": result.submitted_path,
+            "prediction_problem": pred_problem,
+            "model_turns": result.model_turns,
+            "tool_actions": result.tool_actions,
+            "usage": usage,
+            "sandbox": sandbox_info,
+        }
+        try:
+            store.put_file(f"{adir}/events.jsonl", workdir / "events.jsonl")
+            if prediction is not None:
+                store.put_file(f"{adir}/output/{PREDICTION_NAME}", prediction)
+                store.put_file(
+                    layout.prediction(req.agent.name, req.task_id, req.attempt), prediction
+                )
+            phases["upload"] = time.monotonic() - t
+            wall = time.time() - t_start
+            meta["phases"] = phases
+            meta["wall_seconds"] = wall
+            meta["working_seconds"] = result.working_seconds
+            store.put_bytes(f"{adir}/run.json", _dumps(meta))
+            row = _row(req, meta, verdict, status, release)
+            store.put_bytes(f"{adir}/result.json", _dumps(row), overwrite=False)
+        except StoreError as exc:
+            raise InfrastructureError(
+                f"upload to {req.store_uri} failed: {exc}", code="store"
+            ) from exc
+        return row
+    finally:
+        shutil.rmtree(workdir, ignore_errors=True)
+
+
+def _sandbox_deadline(agent_wall: float) -> float:
+    """The sandbox's own deadline: a safety net behind the agent's wall budget.
+
+    The agent's clock excludes time lost to model retries, so the sandbox must outlive the
+    budget by a margin; it still ends a harness that ignores its budget.
+
+    >>> _sandbox_deadline(1800)
+    3660.0
+    """
+    return float(2 * agent_wall + 60)
+
+
+def _clear_partial(store: Any, adir: str) -> None:
+    """Remove files of an earlier try that died before writing result.json."""
+    for key in list(store.list(adir + "/")):
+        if "/infra/" not in key[len(adir) :]:
+            store.delete(key)
+
+
+def _submitted_prediction(submitted: str | None, outdir: Path) -> tuple[Path | None, str | None]:
+    """Map the sandbox path the agent submitted to the collected local copy."""
+    if submitted is None:
+        return None, "no submission"
+    rel = submitted
+    if rel.startswith("/output/"):
+        rel = rel[len("/output/") :]
+    elif rel.startswith("/"):
+        return None, f"submitted path {submitted!r} is outside /output"
+    candidate = (outdir / rel).resolve()
+    if not candidate.is_relative_to(outdir.resolve()):
+        return None, f"submitted path {submitted!r} escapes /output"
+    if candidate.is_symlink() or not candidate.is_file():
+        return None, f"submitted path {submitted!r} is not a regular file"
+    if candidate.stat().st_size > MAX_PREDICTION_BYTES:
+        return None, f"submitted file is larger than {MAX_PREDICTION_BYTES} bytes"
+    return candidate, None
+
+
+def _score(
+    release: Any, task_id: str, prediction: Path | None, problem: str | None
+) -> dict[str, Any] | None:
+    """The official per-task verdict, or None when the release has no gold for the task."""
+    import evaluator
+
+    if not release.has_gold(task_id):
+        return None
+    with tempfile.TemporaryDirectory(prefix="ds-eval-") as tmp:
+        pred = Path(tmp) / "prediction.csv"  # absent file -> missing_prediction
+        if prediction is not None:
+            shutil.copyfile(prediction, pred)
+        verdict = evaluator.evaluate_task(
+            task_id=task_id,
+            prediction_path=pred,
+            gold_path=release.gold_path(task_id),
+            config=release.config(task_id),
+        )
+    out = verdict.to_dict()
+    if problem and prediction is None:
+        out["submission_problem"] = problem
+    return out
+
+
+def _row(
+    req: AttemptRequest,
+    meta: Mapping[str, Any],
+    verdict: Mapping[str, Any] | None,
+    status: str,
+    release: Any,
+) -> dict[str, Any]:
+    usage = meta["usage"]
+    phases = meta["phases"]
+    md = release.metadata(req.task_id) or {}
+    return {
+        "run_id": req.run_id,
+        "key": req.key,
+        "agent": req.agent.name,
+        "harness": req.agent.harness,
+        "model": meta["model"],
+        "task_id": req.task_id,
+        "attempt": req.attempt,
+        "status": status,
+        "passed": None if verdict is None else bool(verdict["passed"]),
+        "error_code": None if verdict is None else verdict.get("error_code"),
+        "error": meta["error"],
+        "infra_retries": len(req.prior_failures),
+        "input_tokens": usage["input_tokens"],
+        "cached_input_tokens": usage["cached_input_tokens"],
+        "output_tokens": usage["output_tokens"],
+        "reasoning_tokens": usage["reasoning_tokens"],
+        "cost_usd": usage["cost_usd"],
+        "model_turns": meta["model_turns"],
+        "tool_actions": meta["tool_actions"],
+        "model_calls": usage["model_calls"],
+        "model_seconds": usage["model_seconds"],
+        "model_retries": usage["retries"],
+        "model_retry_seconds": usage["retry_seconds"],
+        "model_queue_seconds": usage.get("queue_seconds", 0.0),
+        "wall_seconds": meta["wall_seconds"],
+        "working_seconds": meta["working_seconds"],
+        **{f"phase_{k}_seconds": float(v) for k, v in phases.items()},
+        "sandbox_enforcement": str(meta["sandbox"].get("enforcement", "")),
+        "verdict": verdict,
+        "task_metadata": md,
+    }
+
+
+def _dumps(obj: Any) -> bytes:
+    return (json.dumps(obj, ensure_ascii=False, indent=1, default=str) + "\n").encode()
+
+
+def infra_record(req: AttemptRequest, error: BaseException | str, *, code: str) -> dict[str, Any]:
+    """The record of one infrastructure failure of an attempt (written by the controller)."""
+    return {"try_index": req.try_index, "code": code, "error": str(error)[:1000], "at": time.time()}
+
+
+__all__ = ["AttemptRequest", "infra_record", "run_attempt"]

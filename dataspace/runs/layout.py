@@ -1,0 +1,58 @@
+"""Where a run's files live in the store (DESIGN.md "Run").
+
+::
+
+    runs/<run_id>/spec.json
+    runs/<run_id>/attempts/<agent>/<task>/<n>/{events.jsonl, run.json,
+                                               output/prediction.csv, result.json}
+    runs/<run_id>/attempts/<agent>/<task>/<n>/infra/try_<k>.json   (retried faults)
+    runs/<run_id>/predictions/<agent>/task_N/prediction.csv          (attempt 1)
+    runs/<run_id>/predictions/<agent>/attempt_<n>/task_N/prediction.csv  (n > 1)
+    runs/<run_id>/{results.parquet, summary.json, report.md, report.html}
+
+``result.json`` is written last: an attempt is finished exactly when it exists.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True, kw_only=True)
+class RunLayout:
+    """Key builder for one run."""
+
+    run_id: str
+
+    @property
+    def prefix(self) -> str:
+        """``runs/<run_id>``."""
+        return f"runs/{self.run_id}"
+
+    def key(self, name: str) -> str:
+        """A run-level file, e.g. ``summary.json``."""
+        return f"{self.prefix}/{name}"
+
+    def attempt(self, agent: str, task: str, n: int) -> str:
+        """Folder of one attempt."""
+        return f"{self.prefix}/attempts/{agent}/{task}/{n}"
+
+    def infra(self, agent: str, task: str, n: int, k: int) -> str:
+        """Record of the k-th infrastructure failure of an attempt."""
+        return f"{self.attempt(agent, task, n)}/infra/try_{k}.json"
+
+    def prediction(self, agent: str, task: str, n: int) -> str:
+        """The evaluator-ready copy of a prediction.
+
+        >>> RunLayout(run_id="r").prediction("gold", "task_3", 1)
+        'runs/r/predictions/gold/task_3/prediction.csv'
+        >>> RunLayout(run_id="r").prediction("gold", "task_3", 2)
+        'runs/r/predictions/gold/attempt_2/task_3/prediction.csv'
+        """
+        base = f"{self.prefix}/predictions/{agent}"
+        if n > 1:
+            base += f"/attempt_{n}"
+        return f"{base}/{task}/prediction.csv"
+
+
+__all__ = ["RunLayout"]

@@ -1,0 +1,259 @@
+"""The init of one local sandbox: builds its namespaces and root, then reaps and waits.
+
+Run as a script by :mod:`dataspace.sandbox.local` with ``python -S -I`` (standard library
+only, no ``json``: it is the slowest import here). Arguments are ``key=value`` words
+followed by filesystem operations, each a word and its fields::
+
+    _init.py id=<sandbox id> ppid=<controller pid> deadline=<CLOCK_MONOTONIC seconds>
+        root=<empty host folder> userns=<inner:outer-uid:outer-gid|->
+        bind <src> <dst> | link <target> <dst> | tmpfs <dst> <options> | dev | proc
+
+Two processes result. The first stays in the controller's PID namespace, dies with the
+controller (``PR_SET_PDEATHSIG``) and waits for the second, which is PID 1 of the new PID
+namespace and dies with the first (``PR_SET_PDEATHSIG`` again). PID 1 mounts a private
+tmpfs as the new root, binds the listed folders read-only, mounts /proc, a minimal /dev and
+the tmpfs scratch folders, pivots into it, prints ``ready`` with its timings and then only
+reaps orphans; at the sandbox deadline it kills every other process of the namespace.
+When PID 1 dies, the kernel kills everything left in its PID namespace.
+
+Protocol on stdout (which the controller reads until end of file): ``pid <host pid of PID
+1>``, then ``ready <setup seconds> <workspace bind seconds>`` or ``error <message>``.
+"""
+
+import contextlib
+import ctypes
+import os
+import signal
+import sys
+import time
+
+CLONE_NEWNS = 0x00020000
+CLONE_NEWUTS = 0x04000000
+CLONE_NEWIPC = 0x08000000
+CLONE_NEWUSER = 0x10000000
+CLONE_NEWPID = 0x20000000
+CLONE_NEWNET = 0x40000000
+
+MS_RDONLY = 1
+MS_NOSUID = 2
+MS_NODEV = 4
+MS_NOEXEC = 8
+MS_REMOUNT = 32
+MS_BIND = 4096
+MS_REC = 16384
+MS_PRIVATE = 1 << 18
+MNT_DETACH = 2
+
+PR_SET_PDEATHSIG = 1
+AT_FDCWD = -100
+AT_RECURSIVE = 0x8000
+MOUNT_ATTR_RDONLY = 0x1
+MOUNT_ATTR_NOSUID = 0x2
+MOUNT_ATTR_NODEV = 0x4
+SYS_MOUNT_SETATTR = 442
+SYS_PIVOT_ROOT = {"x86_64": 155, "aarch64": 41}.get(os.uname().machine)
+
+# statvfs f_flag bits that the kernel locks on mounts inherited from a more privileged
+# mount namespace; a remount must repeat them or it is refused.
+LOCKED_FLAGS = MS_RDONLY | MS_NOSUID | MS_NODEV | MS_NOEXEC | 1024 | 2048 | 4096
+
+libc = ctypes.CDLL(None, use_errno=True)
+libc.mount.argtypes = [ctypes.c_char_p, ctypes.c_char_p, ctypes.c_char_p, ctypes.c_ulong,
+                       ctypes.c_char_p]  # fmt: skip
+
+
+class MountAttr(ctypes.Structure):
+    _fields_ = [
+        ("attr_set", ctypes.c_uint64),
+        ("attr_clr", ctypes.c_uint64),
+        ("propagation", ctypes.c_uint64),
+        ("userns_fd", ctypes.c_uint64),
+    ]
+
+
+def check(result, what):
+    if result != 0:
+        err = ctypes.get_errno()
+        raise OSError(err, f"{what}: {os.strerror(err)}")
+
+
+def mount(src, dst, fstype, flags, data=None):
+    enc = [None if v is None else os.fsencode(v) for v in (src, dst, fstype, data)]
+    check(libc.mount(enc[0], enc[1], enc[2], flags, enc[3]), f"mount {dst}")
+
+
+def make_readonly(path):
+    """Make a bind mount and its submounts read-only, nosuid and nodev."""
+    attr = MountAttr(MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV, 0, 0, 0)
+    result = libc.syscall(
+        SYS_MOUNT_SETATTR, AT_FDCWD, os.fsencode(path), AT_RECURSIVE, ctypes.byref(attr),
+        ctypes.sizeof(attr),
+    )  # fmt: skip
+    if result == 0:
+        return
+    if ctypes.get_errno() != 38:  # not ENOSYS
+        check(result, f"mount_setattr {path}")
+    locked = os.statvfs(path).f_flag & LOCKED_FLAGS
+    flags = MS_REMOUNT | MS_BIND | MS_RDONLY | MS_NOSUID | MS_NODEV | locked
+    mount(None, path, None, flags)
+
+
+def mkdirs(path):
+    os.makedirs(path, mode=0o755, exist_ok=True)
+
+
+def bind(src, dst, readonly):
+    if os.path.isdir(src):
+        mkdirs(dst)
+    else:
+        mkdirs(os.path.dirname(dst))
+        os.close(os.open(dst, os.O_WRONLY | os.O_CREAT, 0o644))
+    mount(src, dst, None, MS_BIND | MS_REC)
+    if readonly:
+        make_readonly(dst)
+
+
+def setup_dev(root):
+    dev = root + "/dev"
+    mkdirs(dev)
+    mount("tmpfs", dev, "tmpfs", MS_NOSUID | MS_NOEXEC, "size=64k,nr_inodes=64,mode=0755")
+    for name in ("null", "zero", "random", "urandom"):
+        bind("/dev/" + name, f"{dev}/{name}", readonly=False)
+    for name, target in (("fd", "/proc/self/fd"), ("stdin", "/proc/self/fd/0"),
+                         ("stdout", "/proc/self/fd/1"), ("stderr", "/proc/self/fd/2")):  # fmt: skip
+        os.symlink(target, f"{dev}/{name}")
+    make_dev_readonly = MS_REMOUNT | MS_BIND | MS_RDONLY | MS_NOSUID | MS_NOEXEC
+    mount(None, dev, None, make_dev_readonly)
+
+
+def build_root(root, ops):
+    """Mount the new root at ``root`` and apply ``ops``; return the workspace bind time."""
+    mount(None, "/", None, MS_REC | MS_PRIVATE)
+    mount("tmpfs", root, "tmpfs", MS_NOSUID | MS_NODEV, "size=1m,nr_inodes=4096,mode=0755")
+    workspace_seconds = 0.0
+    for op in ops:
+        kind = op[0]
+        if kind == "bind":
+            started = time.monotonic()
+            bind(op[1], root + op[2], readonly=True)
+            if op[2] == "/workspace":
+                workspace_seconds = time.monotonic() - started
+        elif kind == "link":
+            mkdirs(os.path.dirname(root + op[2]))
+            os.symlink(op[1], root + op[2])
+        elif kind == "tmpfs":
+            mkdirs(root + op[1])
+            mount("tmpfs", root + op[1], "tmpfs", MS_NOSUID | MS_NODEV, op[2])
+        elif kind == "dev":
+            setup_dev(root)
+        elif kind == "proc":
+            mkdirs(root + "/proc")
+            mount("proc", root + "/proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC)
+    mount(None, root, None, MS_REMOUNT | MS_BIND | MS_RDONLY | MS_NOSUID | MS_NODEV)
+    os.chdir(root)
+    if SYS_PIVOT_ROOT is not None:
+        check(libc.syscall(SYS_PIVOT_ROOT, b".", b"."), "pivot_root")
+        check(libc.umount2(b".", MNT_DETACH), "umount old root")
+    else:
+        os.chroot(".")
+    os.chdir("/")
+    return workspace_seconds
+
+
+def parse(argv):
+    config, ops, index = {}, [], 0
+    arity = {"bind": 2, "link": 2, "tmpfs": 2, "dev": 0, "proc": 0}
+    while index < len(argv):
+        word = argv[index]
+        if word in arity:
+            ops.append(tuple(argv[index : index + 1 + arity[word]]))
+            index += 1 + arity[word]
+        else:
+            key, _, value = word.partition("=")
+            config[key] = value
+            index += 1
+    return config, ops
+
+
+def say(line):
+    os.write(1, (line.replace("\n", " ") + "\n").encode())
+
+
+def write_id_maps(inner, outer_uid, outer_gid):
+    """Map ``inner`` to our own ids, the one mapping an unprivileged creator may write."""
+    for name, text in (("setgroups", "deny"), ("uid_map", f"{inner} {outer_uid} 1"),
+                       ("gid_map", f"{inner} {outer_gid} 1")):  # fmt: skip
+        with open(f"/proc/self/{name}", "w") as handle:
+            handle.write(text)
+
+
+def serve(deadline):
+    """PID 1's life: reap orphans; past the deadline, kill everything else, repeatedly."""
+    signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGCHLD})
+    while True:
+        try:
+            while os.waitpid(-1, os.WNOHANG)[0] > 0:
+                pass
+        except ChildProcessError:
+            pass
+        remaining = deadline - time.monotonic()
+        if remaining <= 0:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(-1, signal.SIGKILL)
+            remaining = 1.0
+        signal.sigtimedwait({signal.SIGCHLD}, remaining)
+
+
+def main(argv):
+    config, ops = parse(argv)
+    check(libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0), "prctl")
+    if os.getppid() != int(config["ppid"]):
+        return 3  # the controller is already gone
+    flags = CLONE_NEWNS | CLONE_NEWNET | CLONE_NEWPID | CLONE_NEWIPC | CLONE_NEWUTS
+    userns = config.get("userns", "-")
+    if userns != "-":
+        flags |= CLONE_NEWUSER
+    try:
+        check(libc.unshare(flags), "unshare")
+        if userns != "-":
+            write_id_maps(*userns.split(":"))
+    except OSError as exc:
+        say(f"error {exc}")
+        return 1
+    started = time.monotonic()
+    lifeline, lifeline_end = os.pipe()  # end of file on it: the first process is gone
+    child = os.fork()
+    if child:
+        os.close(lifeline)
+        say(f"pid {child}")
+        devnull = os.open("/dev/null", os.O_RDWR)
+        os.dup2(devnull, 1)
+        os.dup2(devnull, 2)
+        _, status = os.waitpid(child, 0)
+        return os.waitstatus_to_exitcode(status) & 0xFF
+    os.close(lifeline_end)
+    try:
+        check(libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0), "prctl")
+        os.set_blocking(lifeline, False)
+        try:
+            if os.read(lifeline, 1) == b"":
+                os._exit(3)  # our parent died before the death signal was armed
+        except BlockingIOError:
+            pass
+        os.close(lifeline)
+        workspace_seconds = build_root(config["root"], ops)
+        check(libc.sethostname(b"sandbox", 7), "sethostname")
+    except Exception as exc:
+        say(f"error {exc}")
+        os._exit(1)
+    say(f"ready {time.monotonic() - started:.6f} {workspace_seconds:.6f}")
+    devnull = os.open("/dev/null", os.O_RDWR)
+    for fd in (0, 1, 2):
+        os.dup2(devnull, fd)
+    os.close(devnull)
+    serve(float(config["deadline"]))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

@@ -1,0 +1,135 @@
+"""Process helpers for the local backend: identities that survive pid reuse, a spawner.
+
+A pid alone is not an identity: after a crash the number may belong to someone else. The
+pair (pid, start time in clock ticks since boot) is, so records store both and every kill
+of a recorded process checks the pair first.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import os
+import queue
+import signal
+import subprocess
+import threading
+from collections.abc import Iterator
+from concurrent.futures import Future
+from typing import Any
+
+logger = logging.getLogger(__name__)
+
+
+def _stat_fields(pid: int) -> list[bytes] | None:
+    """Fields 3 and on of ``/proc/<pid>/stat`` (after the command name), or ``None``."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as handle:
+            text = handle.read()
+    except OSError:
+        return None
+    # The command name (field 2) may hold spaces and parentheses: split after its end.
+    return text[text.rindex(b")") + 2 :].split()
+
+
+def start_time(pid: int) -> int | None:
+    """The start time of ``pid`` in clock ticks since boot, or ``None`` if it is gone.
+
+    >>> start_time(os.getpid()) is not None
+    True
+    """
+    fields = _stat_fields(pid)
+    return None if fields is None else int(fields[19])
+
+
+def alive(pid: int | None, started: int | None) -> bool:
+    """Whether the process identified by (pid, start time) still runs."""
+    return pid is not None and started is not None and start_time(pid) == started
+
+
+def kill(pid: int | None, started: int | None) -> bool:
+    """SIGKILL the process identified by (pid, start time); whether it was still there."""
+    if pid is None or not alive(pid, started):
+        return False
+    with contextlib.suppress(ProcessLookupError):
+        os.kill(pid, signal.SIGKILL)
+    return True
+
+
+def all_pids() -> Iterator[int]:
+    """Every pid visible in this process's /proc."""
+    for name in os.listdir("/proc"):
+        if name.isdigit():
+            yield int(name)
+
+
+def namespace_members(namespace: int) -> list[tuple[int, int, int]]:
+    """(pid, start time, session) of every process in the PID namespace ``namespace``."""
+    members = []
+    for pid in all_pids():
+        if pid_namespace(pid) != namespace:
+            continue
+        fields = _stat_fields(pid)
+        if fields is not None:
+            members.append((pid, int(fields[19]), int(fields[3])))
+    return members
+
+
+def pid_namespace(pid: int) -> int | None:
+    """The inode of the PID namespace of ``pid``, or ``None`` if it is gone."""
+    try:
+        return os.stat(f"/proc/{pid}/ns/pid").st_ino
+    except OSError:
+        return None
+
+
+def find_by_cmdline(marker: bytes) -> list[int]:
+    """Pids whose command line holds ``marker`` as one whole argument."""
+    found = []
+    for pid in all_pids():
+        try:
+            with open(f"/proc/{pid}/cmdline", "rb") as handle:
+                if marker in handle.read().split(b"\0"):
+                    found.append(pid)
+        except OSError:
+            continue
+    return found
+
+
+class Spawner:
+    """Starts processes from one long-lived thread of this process.
+
+    ``PR_SET_PDEATHSIG`` fires when the *thread* that forked the child ends, not the
+    process. Sandboxes are often created from worker threads that come and go, so their
+    init processes are forked here, by a daemon thread that lives as long as the process.
+    """
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._queue: queue.SimpleQueue[tuple[Future[subprocess.Popen[bytes]], list[str], dict]]
+        self._queue = queue.SimpleQueue()
+        self._owner_pid: int | None = None
+
+    def popen(self, argv: list[str], **kwargs: Any) -> subprocess.Popen[bytes]:
+        """``subprocess.Popen(argv, **kwargs)``, run on the spawner thread."""
+        with self._lock:
+            if self._owner_pid != os.getpid():  # first use, or first use after a fork
+                self._queue = queue.SimpleQueue()
+                thread = threading.Thread(
+                    target=self._serve, args=(self._queue,), name="sandbox-spawner", daemon=True
+                )
+                thread.start()
+                self._owner_pid = os.getpid()
+            requests = self._queue
+        future: Future[subprocess.Popen[bytes]] = Future()
+        requests.put((future, argv, kwargs))
+        return future.result()
+
+    @staticmethod
+    def _serve(requests: queue.SimpleQueue) -> None:
+        while True:
+            future, argv, kwargs = requests.get()
+            try:
+                future.set_result(subprocess.Popen(argv, **kwargs))
+            except BaseException as exc:
+                future.set_exception(exc)

@@ -1,0 +1,139 @@
+"""The sandbox contract: one interface, several backends, one shared contract test suite.
+
+A sandbox is created for one attempt with a read-only workspace and a writable output
+folder; the agent (or the harness acting for it) runs commands inside it. Inside, the
+workspace is at ``/workspace``, the output folder at ``/output`` and scratch space at
+``/tmp``. The sandbox has no network at all and sees no controller secrets.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Literal, Protocol, runtime_checkable
+
+WORKSPACE_DIR = "/workspace"
+OUTPUT_DIR = "/output"
+TMP_DIR = "/tmp"
+
+ExecStatus = Literal["ok", "timeout", "resource_limit", "deadline"]
+
+
+@dataclass(frozen=True, kw_only=True)
+class Limits:
+    """Resource limits of one sandbox.
+
+    ``wall_seconds`` is the deadline of the whole sandbox (after it every command is
+    refused or killed); ``command_timeout`` caps each ``exec``.
+    """
+
+    cpus: float = 2.0
+    memory_bytes: int = 2 * 1024**3
+    pids: int = 256
+    wall_seconds: float = 1800.0
+    command_timeout: float = 180.0
+    output_bytes: int = 1024**3
+    tmp_bytes: int = 512 * 1024**2
+
+
+@dataclass(frozen=True, kw_only=True)
+class SandboxSpec:
+    """What a backend needs to create one sandbox.
+
+    Attributes:
+        workspace: local folder staged read-only at /workspace (local backend), or the
+            store URI of the workspace (cluster backends).
+        limits: resource limits.
+        labels: run, agent, task and attempt labels (used for sweeping leftovers).
+        image: container image (ignored by the local backend).
+        env: extra environment variables for commands (never secrets).
+    """
+
+    workspace: Path | str
+    limits: Limits = field(default_factory=Limits)
+    labels: dict[str, str] = field(default_factory=dict)
+    image: str | None = None
+    env: dict[str, str] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, kw_only=True)
+class ExecResult:
+    """The outcome of one command.
+
+    ``status`` is ``ok`` when the command ran to an exit code (any code), ``timeout`` when
+    it was killed at its timeout, ``resource_limit`` when the kernel killed it for memory
+    or it hit the pids limit, ``deadline`` when the sandbox's wall clock ran out.
+    """
+
+    exit_code: int | None
+    stdout: str
+    stderr: str
+    timed_out: bool
+    duration: float
+    status: ExecStatus = "ok"
+
+
+@runtime_checkable
+class Sandbox(Protocol):
+    """One live sandbox. Every method raises ``SandboxClosedError`` after ``close``."""
+
+    id: str
+
+    def exec(
+        self,
+        command: str | list[str],
+        *,
+        timeout: float | None = None,
+        cwd: str = OUTPUT_DIR,
+        env: dict[str, str] | None = None,
+    ) -> ExecResult:
+        """Run a command (a string runs under ``/bin/sh -c``); never raises for its exit code."""
+        ...
+
+    def read_file(self, path: str, *, max_bytes: int = 64 * 1024**2) -> bytes:
+        """Read a file under /output (absolute or relative to it); no symlinks followed.
+
+        Raises:
+            PermissionError: the path leaves /output or involves a link or special file.
+            FileNotFoundError: no such file.
+            OSError: ``EFBIG`` when the file is larger than ``max_bytes``.
+            SandboxError: only when the sandbox itself failed (infrastructure).
+        """
+        ...
+
+    def write_file(self, path: str, data: bytes) -> None:
+        """Write a file under /output (absolute or relative to it), parents created.
+
+        Raises:
+            PermissionError: the path leaves /output or involves a link or special file.
+            OSError: ``ENOSPC`` past the output size limit.
+            SandboxError: only when the sandbox itself failed (infrastructure).
+        """
+        ...
+
+    def collect(self, dest: Path) -> list[Path]:
+        """Copy the output folder's regular files to ``dest`` (no symlinks, size-limited)."""
+        ...
+
+    def info(self) -> dict[str, object]:
+        """Backend facts for the attempt record (how limits are enforced, ids, timings)."""
+        ...
+
+    def close(self) -> None:
+        """Kill everything, release every resource; idempotent."""
+        ...
+
+
+@runtime_checkable
+class SandboxBackend(Protocol):
+    """A factory of sandboxes."""
+
+    name: str
+
+    def create(self, spec: SandboxSpec) -> Sandbox:
+        """Create and start one sandbox with its workspace staged."""
+        ...
+
+    def sweep(self, labels: dict[str, str] | None = None) -> int:
+        """Remove leftovers (of a crashed controller) matching labels; returns how many."""
+        ...

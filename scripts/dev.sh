@@ -1,0 +1,53 @@
+#!/usr/bin/env bash
+# Set up (or reuse) .venv at the repository root with everything the project needs, then
+# run one of:  demo [ARGS]   |   test [PYTEST ARGS]   |   shell CMD...
+set -euo pipefail
+here="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+cd "$here"
+
+python_bin() {
+    for c in python3.11 python3; do
+        if command -v "$c" >/dev/null 2>&1 && "$c" -c 'import sys; sys.exit(sys.version_info[:2] != (3, 11))'; then
+            command -v "$c"; return 0
+        fi
+    done
+    echo "error: Python 3.11 is required (python3.11 or python3 must be 3.11)" >&2
+    return 1
+}
+
+ensure_system_packages() {
+    local missing=()
+    while read -r pkg; do
+        [[ -z "$pkg" || "$pkg" == \#* ]] && continue
+        dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q "install ok installed" || missing+=("$pkg")
+    done < scripts/system-packages.txt
+    ((${#missing[@]})) || return 0
+    if [[ $(id -u) -ne 0 ]] || ! command -v apt-get >/dev/null 2>&1; then
+        echo "warning: missing Debian packages ${missing[*]} (install them as root); tests that need them will fail" >&2
+        return 0
+    fi
+    echo "installing Debian packages: ${missing[*]}" >&2
+    DEBIAN_FRONTEND=noninteractive apt-get update -qq >/dev/null
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+}
+
+ensure_venv() {
+    local py; py=$(python_bin)
+    [[ -x .venv/bin/python ]] || "$py" -m venv .venv
+    local stamp; stamp=$(cat pyproject.toml constraints.txt | sha256sum | cut -c1-16)
+    if [[ ! -f .venv/.dataspace-stamp || "$(cat .venv/.dataspace-stamp)" != "$stamp" ]]; then
+        echo "installing the project into .venv (first run takes about a minute)" >&2
+        .venv/bin/python -m pip install -q --disable-pip-version-check -c constraints.txt -e '.[dev]'
+        echo "$stamp" > .venv/.dataspace-stamp
+    fi
+}
+
+cmd="${1:-}"; shift || true
+ensure_system_packages
+ensure_venv
+case "$cmd" in
+    demo) exec .venv/bin/dataspace demo "$@" ;;
+    test) exec .venv/bin/python -m pytest "$@" ;;
+    shell) exec "$@" ;;
+    *) echo "usage: scripts/dev.sh demo [--out DIR] | test [PYTEST ARGS] | shell CMD..." >&2; exit 2 ;;
+esac

@@ -1,0 +1,113 @@
+"""smolagents running inside a real local sandbox, its model calls relayed and metered."""
+
+from __future__ import annotations
+
+import pytest
+from agents_helpers import CITIES, SECRET, run_agent, workspace
+
+from dataspace.agents import AgentLimits
+from dataspace.agents.smolagents_adapter import count_actions, relation_prompt
+
+pytestmark = [pytest.mark.sandbox, pytest.mark.llm]
+
+pytest.importorskip(
+    "smolagents", reason="smolagents is not installed (pip install smolagents==1.26.0)"
+)
+
+LOOK = (
+    "Thought: look at the data\n<code>\nimport pandas as pd\n"
+    "df = pd.read_csv('/workspace/cities.csv')\nprint(df.shape)\n</code>"
+)
+WRITE = (
+    "Thought: write the answer\n<code>\n"
+    "df[df['population'] > 250000][['city', 'population']]"
+    ".to_csv('/output/prediction.csv', index=False)\nfinal_answer('done')\n</code>"
+)
+
+
+def test_smolagents_solves_through_the_relay(local_backend, server, tmp_path):
+    server.set_script(
+        "task_1",
+        [
+            {"content": LOOK, "faults": [{"status": 429, "retry_after": 0.01, "times": 3}]},
+            {"content": WRITE},
+        ],
+    )
+    seen = {}
+
+    def inspect(sb):
+        pattern = f"{SECRET[:-1]}[{SECRET[-1]}]"
+        res = sb.exec(["/bin/sh", "-c", f"env; grep -rl '{pattern}' /tmp /output; ls -A /output"])
+        seen["out"] = res.stdout
+
+    run = run_agent(
+        local_backend,
+        workspace(tmp_path, {"cities.csv": CITIES}),
+        tmp_path,
+        server,
+        harness="smolagents",
+        inspect=inspect,
+    )
+    r = run.result
+    assert r.end_state == "submitted", r.error
+    assert (r.model_turns, r.tool_actions) == (2, 2)
+    assert run.outputs["prediction.csv"].decode().splitlines() == [
+        "city,population",
+        "Lyon,522000",
+        "Graz,291000",
+    ]
+    assert set(run.outputs) == {"prediction.csv"}  # the harness's runtime files are gone
+    rep = server.totals("task_1")
+    assert (r.usage.input_tokens, r.usage.output_tokens, r.usage.cached_input_tokens) == (
+        rep.prompt_tokens,
+        rep.completion_tokens,
+        rep.cached_tokens,
+    )
+    assert r.usage.retries == 3 and r.usage.model_calls == 2
+    # the endpoint got the key from the relay; the sandbox never saw it
+    assert {
+        r.headers.get("Authorization") or r.headers.get("authorization") for r in server.requests
+    } == {f"Bearer {SECRET}"}
+    assert {r.body["model"] for r in server.requests} == {"scripted-model"}
+    assert SECRET not in seen["out"] and SECRET not in run.events_path.read_text()
+    task_text = server.requests[0].body["messages"][1]["content"][0]["text"]
+    assert relation_prompt("task_1", "Which cities?") in task_text
+
+
+def test_smolagents_step_budget(local_backend, server, tmp_path):
+    server.set_script("task_1", [{"content": LOOK}] * 6)
+    run = run_agent(
+        local_backend,
+        workspace(tmp_path, {"cities.csv": CITIES}),
+        tmp_path,
+        server,
+        harness="smolagents",
+        limits=AgentLimits(model_turns=2, wall_seconds=60),
+    )
+    assert run.result.end_state == "model_turns_exhausted"
+    assert run.result.model_turns <= 2 and "prediction.csv" not in run.outputs
+
+
+def test_smolagents_without_prediction_is_stopped(local_backend, server, tmp_path):
+    done = "Thought: done\n<code>\nfinal_answer('forty-two')\n</code>"
+    server.set_script("task_1", [{"content": done}])
+    run = run_agent(
+        local_backend,
+        workspace(tmp_path, {"cities.csv": CITIES}),
+        tmp_path,
+        server,
+        harness="smolagents",
+    )
+    assert run.result.end_state == "stopped"
+    assert run.result.error == "required prediction.csv was not created"
+
+
+def test_count_actions_reads_tool_calls():
+    trace = {
+        "steps": [
+            {"step_number": 1, "tool_calls": [{"id": "a"}]},
+            {"plan": "x"},
+            {"step_number": 2, "code_action": "print(1)"},
+        ]
+    }
+    assert count_actions(trace) == 2

@@ -1,0 +1,82 @@
+import dataclasses
+import json
+
+import pytest
+
+from dataspace.errors import SpecChangedError
+from dataspace.runs.controller import execute_run, plan_attempts
+from dataspace.runs.results import read_results
+from dataspace.runs.spec import AgentSpec, LimitsSpec, RunSpec, SandboxConfig
+from dataspace.store import open_store
+from dataspace.testing.releases import write_tiny_release
+
+pytestmark = [pytest.mark.ray, pytest.mark.sandbox, pytest.mark.integration]
+
+
+def _spec(tmp_path, **kw):
+    rel = tmp_path / "rel"
+    if not rel.exists():
+        write_tiny_release(rel, tasks=3)
+    base = dict(
+        run_id="t1",
+        release=str(rel),
+        store=f"file://{tmp_path / 'store'}",
+        agents=(AgentSpec(name="gold", harness="gold"),),
+        sandbox=SandboxConfig(memory_bytes=512 * 1024**2),
+        concurrency=2,
+    )
+    base.update(kw)
+    return RunSpec(**base)
+
+
+def test_gold_run_scores_everything_and_resumes(tmp_path, ray_local):
+    spec = _spec(tmp_path, attempts=2)
+    seen = []
+    out = execute_run(spec, progress=seen.append)
+    assert out.executed == 6 and out.skipped == 0
+    assert seen[0] == {"event": "plan", "total": 6, "done": 0, "pending": 6}
+    assert {r["status"] for r in out.rows} == {"submitted"}
+    assert all(r["passed"] for r in out.rows)
+    assert out.summary["agents"]["gold"]["accuracy"] == 1.0
+
+    store = open_store(spec.store)
+    keys = set(store.list("runs/t1/"))
+    for n in (1, 2):
+        for t in ("task_1", "task_2", "task_3"):
+            base = f"runs/t1/attempts/gold/{t}/{n}"
+            for name in ("events.jsonl", "run.json", "output/prediction.csv", "result.json"):
+                assert f"{base}/{name}" in keys
+    assert "runs/t1/predictions/gold/task_1/prediction.csv" in keys
+    assert "runs/t1/predictions/gold/attempt_2/task_1/prediction.csv" in keys
+    run_json = json.loads(store.get_bytes("runs/t1/attempts/gold/task_2/1/run.json"))
+    assert run_json["sandbox"]["enforcement"] in {"cgroup-v1", "cgroup-v2", "rlimit"}
+    events = store.get_bytes("runs/t1/attempts/gold/task_2/1/events.jsonl").decode()
+    assert '"type": "submit"' in events
+
+    df = read_results(store.get_bytes("runs/t1/results.parquet"))
+    assert len(df) == 6 and df["passed"].all()
+    assert set(df["attempt"]) == {1, 2}
+    assert df["phase_agent_seconds"].notna().all()
+    assert df["task_metadata"].iloc[0]["domain"] == "geo"
+
+    again = execute_run(spec)
+    assert again.executed == 0 and again.skipped == 6
+    assert [r["key"] for r in again.rows] == [r["key"] for r in out.rows]
+
+
+def test_changed_spec_under_the_same_run_id_is_refused(tmp_path, ray_local):
+    execute_run(_spec(tmp_path, tasks=("task_1",)))
+    changed = _spec(tmp_path, tasks=("task_1",), limits=LimitsSpec(model_turns=5))
+    with pytest.raises(SpecChangedError, match="limits.model_turns"):
+        execute_run(changed)
+    # speed settings are not part of the identity
+    faster = dataclasses.replace(_spec(tmp_path, tasks=("task_1",)), concurrency=1)
+    assert execute_run(faster).skipped == 1
+
+
+def test_attempt_keys_cover_what_decides_results(tmp_path):
+    a = plan_attempts(_spec(tmp_path), ["task_1"])[0].key
+    b = plan_attempts(_spec(tmp_path, limits=LimitsSpec(tool_actions=3)), ["task_1"])[0].key
+    c = plan_attempts(_spec(tmp_path, sandbox=SandboxConfig(cpus=2)), ["task_1"])[0].key
+    assert len({a, b, c}) == 3
+    assert plan_attempts(_spec(tmp_path, concurrency=7), ["task_1"])[0].key == a
