@@ -63,6 +63,8 @@ def get_task_db_step(name: str) -> TaskDbStep:
     Raises:
         ConfigError: unknown name (the message lists the known ones).
     """
+    if name.startswith("sample") and name not in _STEPS:
+        import builder.sampling.step  # noqa: F401  (registers "sample")
     try:
         return _STEPS[name]
     except KeyError:

@@ -1,5 +1,9 @@
 """The embedded demo: build the bundled corpora, run the gold oracle everywhere, score.
 
+The build runs every builder stage (cross-language transformation with the offline glossary
+translator, constraint-aware sampling, routing with documents and videos) in parallel on
+Ray, content-addressed, so running the demo again reuses finished items and resumes the run.
+
 Everything runs on one machine: an in-process Ray instance, ``file://`` storage and local
 sandboxes. The oracle must score 100% on every task; any attempt it does not pass is a bug
 somewhere in the builder, the sandbox, the run loop or the evaluator, and is reported.
@@ -50,10 +54,7 @@ def run_demo(
     out: Path, *, concurrency: int = 2, progress: Callable[[dict[str, Any]], None] | None = None
 ) -> DemoOutcome:
     """Build ``out/release`` from the bundled corpora and run ``gold`` into ``out/store``."""
-    from builder import build_bundled_release
-    from builder.pipeline import BuildOptions
-    from builder.render.video import VideoOptions
-    from builder.routing import Stage3Options
+    from builder.parallel import BuildSpec, SourceSpec, build_parallel
     from dataspace.runs.controller import execute_run
     from dataspace.runs.spec import AgentSpec, RunSpec, SandboxConfig
 
@@ -61,8 +62,14 @@ def run_demo(
     out.mkdir(parents=True, exist_ok=True)
     t0 = time.monotonic()
     release_dir = out / "release"
-    options = BuildOptions(stage3=Stage3Options(video=VideoOptions(), video_share=VIDEO_SHARE))
-    report = build_bundled_release(release_dir, seed=0, replace=True, options=options)
+    build = BuildSpec(
+        sources=(
+            SourceSpec(kind="bundled", path="finance"),
+            SourceSpec(kind="bundled", path="clinical"),
+        ),
+        stage3={"video_share": VIDEO_SHARE},
+    )
+    report = build_parallel(build, release_dir, workers=max(1, concurrency), replace=True)
     build_seconds = time.monotonic() - t0
     spec = RunSpec(
         run_id=DEMO_RUN_ID,

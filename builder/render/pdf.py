@@ -27,6 +27,7 @@ from builder.render.markdown import DocumentRenderer
 logger = logging.getLogger(__name__)
 
 PAGE_W, PAGE_H = 595.0, 842.0
+_FIXED_DATE = "D:20000101000000Z"
 MARGIN_X, BODY_TOP, BODY_BOTTOM = 60.0, 64.0, 782.0
 BODY_SIZE, BODY_LEAD, PARA_GAP = 10.5, 15.0, 7.0
 H2_SIZE, H2_LEAD, H2_GAP = 13.0, 18.0, 12.0
@@ -117,7 +118,16 @@ def markdown_to_pdf(markdown: str, *, title: str, language: str = "en") -> bytes
 
     fonts = _fonts()
     doc = pymupdf.open()
-    doc.set_metadata({"title": title, "producer": "DataSpace-Builder"})
+    # fixed dates and no fresh /ID: the same document gives the same bytes (reproducible builds)
+    doc.set_metadata(
+        {
+            "title": title,
+            "producer": "DataSpace-Builder",
+            "creator": "DataSpace-Builder",
+            "creationDate": _FIXED_DATE,
+            "modDate": _FIXED_DATE,
+        }
+    )
     width = PAGE_W - 2 * MARGIN_X
     state: dict[str, Any] = {"page": None, "writers": {}}
     y = BODY_TOP
@@ -176,7 +186,7 @@ def markdown_to_pdf(markdown: str, *, title: str, language: str = "en") -> bytes
         meta.append((MARGIN_X, PAGE_H - 30), foot, font=fonts[_font_for(foot, False)], fontsize=8)
         meta.write_text(page, color=(0.45, 0.45, 0.5))
     doc.subset_fonts()
-    data = doc.tobytes(garbage=3, deflate=True)
+    data = doc.tobytes(garbage=3, deflate=True, no_new_id=True)
     doc.close()
     return bytes(data)
 

@@ -110,7 +110,9 @@ def run_attempt(req: AttemptRequest) -> dict[str, Any]:
             )
             sandbox_info = dict(sandbox.info())
         except SandboxError as exc:
-            raise InfrastructureError(f"sandbox failed to start: {exc}", code="sandbox") from exc
+            raise InfrastructureError(
+                f"sandbox failed to start: {exc}", code=getattr(exc, "code", None) or "sandbox"
+            ) from exc
         phases["sandbox_start"] = time.monotonic() - t
 
         agent = get_agent(req.agent.harness)
@@ -141,7 +143,8 @@ def run_attempt(req: AttemptRequest) -> dict[str, Any]:
             raise
         except SandboxError as exc:
             raise InfrastructureError(
-                f"sandbox failed during the agent: {exc}", code="sandbox"
+                f"sandbox failed during the agent: {exc}",
+                code=getattr(exc, "code", None) or "sandbox",
             ) from exc
         except Exception as exc:  # a harness bug is the agent's outcome, not ours
             from dataspace.agents import AgentResult
@@ -157,7 +160,9 @@ def run_attempt(req: AttemptRequest) -> dict[str, Any]:
         try:
             sandbox.collect(outdir)
         except SandboxError as exc:
-            raise InfrastructureError(f"collecting outputs failed: {exc}", code="sandbox") from exc
+            raise InfrastructureError(
+                f"collecting outputs failed: {exc}", code=getattr(exc, "code", None) or "sandbox"
+            ) from exc
         phases["collect"] = time.monotonic() - t
     finally:
         if sandbox is not None:

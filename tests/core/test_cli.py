@@ -15,11 +15,20 @@ def test_dataspace_eval_is_the_official_command_line(tmp_path):
         (pred / t).mkdir(parents=True)
         shutil.copy(rel / "output" / t / "gold.csv", pred / t / "prediction.csv")
     (pred / "task_99").mkdir()
-    args = ["--prediction-root", str(pred), "--gold-root", str(rel / "output"),
-            "--config-root", str(rel / "evaluation" / "configs")]
+    args = [
+        "--prediction-root",
+        str(pred),
+        "--gold-root",
+        str(rel / "output"),
+        "--config-root",
+        str(rel / "evaluation" / "configs"),
+    ]
     assert main(["eval", *args, "--output", str(tmp_path / "a.json")]) == 0
-    proc = subprocess.run([sys.executable, "-m", "evaluator", *args, "--output",
-                           str(tmp_path / "b.json")], capture_output=True, text=True)
+    proc = subprocess.run(
+        [sys.executable, "-m", "evaluator", *args, "--output", str(tmp_path / "b.json")],
+        capture_output=True,
+        text=True,
+    )
     assert proc.returncode == 0, proc.stderr
     a = (tmp_path / "a.json").read_bytes()
     assert a == (tmp_path / "b.json").read_bytes()
@@ -30,12 +39,26 @@ def test_dataspace_eval_is_the_official_command_line(tmp_path):
 
 
 def test_dataspace_eval_fatal_error_exits_2(tmp_path, capsys):
-    assert main(["eval", "--prediction-root", str(tmp_path), "--gold-root", str(tmp_path),
-                 "--config-root", str(tmp_path / "nope")]) == 2
+    assert (
+        main(
+            [
+                "eval",
+                "--prediction-root",
+                str(tmp_path),
+                "--gold-root",
+                str(tmp_path),
+                "--config-root",
+                str(tmp_path / "nope"),
+            ]
+        )
+        == 2
+    )
 
 
 def test_demo_reports_every_attempt_the_oracle_did_not_pass():
-    rows = [{"task_id": "task_1", "passed": True},
-            {"task_id": "task_2", "passed": False, "status": "submitted"},
-            {"task_id": "task_3", "passed": None, "status": "infrastructure_error"}]
+    rows = [
+        {"task_id": "task_1", "passed": True},
+        {"task_id": "task_2", "passed": False, "status": "submitted"},
+        {"task_id": "task_3", "passed": None, "status": "infrastructure_error"},
+    ]
     assert [r["task_id"] for r in oracle_failures(rows)] == ["task_2", "task_3"]

@@ -3,10 +3,14 @@ import json
 import pytest
 
 from dataspace.errors import ConfigError
-from dataspace.runs.spec import diff_identity, fingerprint, load_spec, parse_spec, parse_size
+from dataspace.runs.spec import diff_identity, fingerprint, load_spec, parse_size, parse_spec
 
-BASE = {"run_id": "r1", "release": "/rel", "store": "file:///s",
-        "agents": [{"name": "gold", "harness": "gold"}]}
+BASE = {
+    "run_id": "r1",
+    "release": "/rel",
+    "store": "file:///s",
+    "agents": [{"name": "gold", "harness": "gold"}],
+}
 
 
 def test_defaults_are_the_papers_limits():
@@ -19,26 +23,35 @@ def test_defaults_are_the_papers_limits():
 
 def test_yaml_file_relative_paths_resolve_against_the_spec(tmp_path):
     p = tmp_path / "spec.yaml"
-    p.write_text("run_id: r\nrelease: rel\nstore: out/store\nagents:\n"
-                 "  - {name: gold, harness: gold}\nsandbox: {memory: 512MiB}\n")
+    p.write_text(
+        "run_id: r\nrelease: rel\nstore: out/store\nagents:\n"
+        "  - {name: gold, harness: gold}\nsandbox: {memory: 512MiB}\n"
+    )
     spec = load_spec(p)
     assert spec.release == str(tmp_path / "rel")
     assert spec.store == str(tmp_path / "out" / "store")
     assert spec.sandbox.memory_bytes == 512 * 1024**2
 
 
-@pytest.mark.parametrize(("patch", "needle"), [
-    ({"run_id": "bad id"}, "run_id"),
-    ({"agents": []}, "agents"),
-    ({"agents": [{"name": "a", "harness": "gold"}, {"name": "a", "harness": "gold"}]},
-     "unique"),
-    ({"limits": {"model_turns": 0}}, "limits.model_turns"),
-    ({"limits": {"turns": 3}}, "unknown keys ['turns']"),
-    ({"sandbox": {"memory": "lots"}}, "sandbox.memory"),
-    ({"concurrency": "2"}, "concurrency"),
-    ({"agents": [{"name": "m", "harness": "x", "model": {"id": "m", "prices": {"inp": 1}}}]},
-     "agents[0].model.prices"),
-])
+@pytest.mark.parametrize(
+    ("patch", "needle"),
+    [
+        ({"run_id": "bad id"}, "run_id"),
+        ({"agents": []}, "agents"),
+        (
+            {"agents": [{"name": "a", "harness": "gold"}, {"name": "a", "harness": "gold"}]},
+            "unique",
+        ),
+        ({"limits": {"model_turns": 0}}, "limits.model_turns"),
+        ({"limits": {"turns": 3}}, "unknown keys ['turns']"),
+        ({"sandbox": {"memory": "lots"}}, "sandbox.memory"),
+        ({"concurrency": "2"}, "concurrency"),
+        (
+            {"agents": [{"name": "m", "harness": "x", "model": {"id": "m", "prices": {"inp": 1}}}]},
+            "agents[0].model.prices",
+        ),
+    ],
+)
 def test_bad_specs_name_the_key(patch, needle):
     with pytest.raises(ConfigError) as ei:
         parse_spec({**BASE, **patch}, source="spec.yaml")

@@ -67,7 +67,7 @@ def test_gold_run_scores_everything_and_resumes(tmp_path, ray_local):
 def test_changed_spec_under_the_same_run_id_is_refused(tmp_path, ray_local):
     execute_run(_spec(tmp_path, tasks=("task_1",)))
     changed = _spec(tmp_path, tasks=("task_1",), limits=LimitsSpec(model_turns=5))
-    with pytest.raises(SpecChangedError, match="limits.model_turns"):
+    with pytest.raises(SpecChangedError, match=r"limits\.model_turns"):
         execute_run(changed)
     # speed settings are not part of the identity
     faster = dataclasses.replace(_spec(tmp_path, tasks=("task_1",)), concurrency=1)

@@ -1,0 +1,207 @@
+"""``dataspace build``: build a release from Text-to-SQL sources, in parallel over Ray.
+
+Examples::
+
+    dataspace build spec.yaml --out build/release --workers 2
+    dataspace build -- --source bundled:finance --source bundled:clinical --out build/demo
+    dataspace build -- --source ehrsql-jsonl:items.jsonl --out build/mimic --limit 50
+
+Flags override the spec file; without a spec, ``--source`` gives the sources (after ``--``
+when it is the first argument). Rerunning the
+same command reuses every finished item from the cache (``--cache``, by default
+``.build-cache`` beside the release). The build report (every rejected item with its stage
+and reason) is written as ``build_report.json`` beside the release.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import logging
+import sys
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from dataspace.errors import ConfigError, DataSpaceError
+
+logger = logging.getLogger(__name__)
+
+
+def _parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="dataspace build", description=__doc__.splitlines()[0])
+    p.add_argument("spec", nargs="?", help="build spec (YAML or JSON)")
+    p.add_argument(
+        "--source",
+        action="append",
+        default=[],
+        metavar="KIND:PATH",
+        help="a source to load (repeatable), e.g. bundled:finance or ehrsql-jsonl:items.jsonl",
+    )
+    p.add_argument("--out", required=True, help="the release folder to write")
+    p.add_argument(
+        "--workers",
+        type=int,
+        default=2,
+        help="Ray workers for a local Ray (0: build in this process; default 2)",
+    )
+    p.add_argument("--ray-address", help="use this Ray cluster instead of a local one")
+    p.add_argument("--cache", help="item cache folder (default: .build-cache beside --out)")
+    p.add_argument("--replace", action="store_true", help="replace an existing release")
+    p.add_argument("--seed", type=int, help="build seed")
+    p.add_argument("--limit", type=int, help="build only the first N items of each source")
+    p.add_argument("--translator", help="translator provider (glossary or llm)")
+    p.add_argument("--model", help="model id for the llm translator")
+    p.add_argument("--base-url", help="endpoint of the llm translator")
+    p.add_argument("--database-language", choices=("auto", "en", "zh"))
+    p.add_argument("--question-language", choices=("auto", "source", "en", "zh"))
+    p.add_argument(
+        "--cross-language-share",
+        type=float,
+        help="share of items whose question language differs from the workspace",
+    )
+    p.add_argument("--budget", type=int, help="soft row budget per table when sampling")
+    p.add_argument("-q", "--quiet", action="store_true", help="no progress bar")
+    p.add_argument("-v", "--verbose", action="store_true", help="debug logging")
+    return p
+
+
+def resolve_spec(args: argparse.Namespace) -> Any:
+    """The build spec from the spec file and the flags (flags win).
+
+    Raises:
+        ConfigError: neither a spec nor ``--source``, or a malformed ``--source``.
+    """
+    from builder.parallel import BuildSpec, SourceSpec
+
+    if args.spec:
+        spec = BuildSpec.load(args.spec)
+    elif args.source:
+        spec = BuildSpec(sources=(SourceSpec(kind="bundled", path="finance"),))
+    else:
+        raise ConfigError("give a build spec file or at least one --source KIND:PATH")
+    if args.source:
+        sources = []
+        for text in args.source:
+            kind, sep, path = text.partition(":")
+            if not sep or not kind or not path:
+                raise ConfigError(f"--source {text!r}: expected KIND:PATH")
+            if kind != "bundled":
+                path = str(Path(path).resolve())
+            options = (
+                {"question_language": "mixed"} if (kind, path) == ("bundled", "finance") else {}
+            )
+            sources.append(SourceSpec(kind=kind, path=path, options=options))
+        spec = dataclasses.replace(spec, sources=tuple(sources))
+    if args.limit is not None:
+        spec = dataclasses.replace(
+            spec, sources=tuple(dataclasses.replace(s, limit=args.limit) for s in spec.sources)
+        )
+    if args.seed is not None:
+        spec = dataclasses.replace(spec, seed=args.seed)
+    lang: dict[str, Any] = {}
+    if args.database_language:
+        lang["database"] = args.database_language
+    if args.question_language:
+        lang["question"] = args.question_language
+    if args.cross_language_share is not None:
+        lang["cross_language_share"] = args.cross_language_share
+    if lang:
+        spec = dataclasses.replace(spec, languages=dataclasses.replace(spec.languages, **lang))
+    translator: dict[str, Any] = dict(spec.translator)
+    if args.translator:
+        translator = {"name": args.translator}
+    if args.model:
+        translator["model"] = args.model
+    if args.base_url:
+        translator["base_url"] = args.base_url
+    spec = dataclasses.replace(spec, translator=translator)
+    if args.budget is not None:
+        spec = dataclasses.replace(
+            spec, sampling=dataclasses.replace(spec.sampling, budget=args.budget)
+        )
+    return spec
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run ``dataspace build``; returns the exit code (0 built, 1 nothing built, 2 error)."""
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if argv[:1] == ["--"]:
+        argv = argv[1:]  # ``dataspace build -- --source ...`` passes its flags through
+    args = _parser().parse_args(argv)
+    if args.verbose:
+        logging.getLogger("builder").setLevel(logging.DEBUG)
+    try:
+        return _run(args)
+    except DataSpaceError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+
+
+def _run(args: argparse.Namespace) -> int:
+    import os
+
+    from builder.parallel import build_parallel
+
+    spec = resolve_spec(args)
+    os.environ.setdefault("RAY_DEDUP_LOGS", "0")
+    if args.quiet:
+        report = build_parallel(
+            spec,
+            args.out,
+            workers=args.workers,
+            cache_dir=args.cache,
+            replace=args.replace,
+            ray_address=args.ray_address,
+        )
+    else:
+        report = _with_progress(spec, args)
+    _print(report)
+    return 0 if report.accepted else 1
+
+
+def _with_progress(spec: Any, args: argparse.Namespace) -> Any:
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TimeElapsedColumn
+
+    from builder.parallel import build_parallel
+
+    with Progress(
+        "[progress.description]{task.description}",
+        BarColumn(),
+        MofNCompleteColumn(),
+        TimeElapsedColumn(),
+        transient=False,
+    ) as bar:
+        handle: dict[str, Any] = {}
+
+        def progress(done: int, total: int, _res: Mapping[str, Any]) -> None:
+            if "id" not in handle:
+                handle["id"] = bar.add_task("build", total=total)
+            bar.update(handle["id"], completed=done, total=total)
+
+        return build_parallel(
+            spec,
+            args.out,
+            workers=args.workers,
+            cache_dir=args.cache,
+            replace=args.replace,
+            ray_address=args.ray_address,
+            progress=progress,
+        )
+
+
+def _print(report: Any) -> None:
+    counts = report.to_json()["counts"]
+    print(
+        f"built {counts['accepted']} tasks into {report.release} "
+        f"({counts['rejected']} rejected, {counts['skipped']} skipped, "
+        f"{counts['cached']} from cache) in {report.wall_seconds:.1f} s "
+        f"({report.items_per_minute:.0f} items/min, {report.workers} workers)"
+    )
+    for stage, reasons in sorted(report.rejection_summary().items()):
+        for reason, n in sorted(reasons.items(), key=lambda kv: -kv[1])[:5]:
+            print(f"  rejected at {stage}: {n} x {reason}")
+    print(f"report: {Path(report.release).parent / 'build_report.json'}")
+
+
+__all__ = ["main", "resolve_spec"]

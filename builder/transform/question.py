@@ -1,0 +1,132 @@
+"""Question translation with a focused glossary, and its deterministic validator.
+
+The focused glossary holds only the entities of one sample: each value literal of the SQL
+(as the source question would name it, and as the translated question must name it: the
+translated database's own string when question and database share a language) and the
+schema names the SQL touches. The validator checks that the reply is a question in the
+target language that keeps every number, date and threshold of the source and names every
+glossary entity the source named.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from builder.transform.units import has_cjk
+from builder.translate.glossary import norm
+
+logger = logging.getLogger(__name__)
+
+_DIGITS = re.compile(r"\d+(?:\.\d+)?")
+
+
+@dataclass(frozen=True, kw_only=True)
+class GlossaryEntry:
+    """One focused-glossary entry: how the source names it, how the target must."""
+
+    id: str
+    kind: str
+    source: str
+    target: str
+
+    def to_json(self) -> dict[str, str]:
+        """JSON-ready record (the request payload shape)."""
+        return {"id": self.id, "kind": self.kind, "source": self.source, "target": self.target}
+
+
+def numbers(text: str) -> list[str]:
+    """The numbers of a text, normalized (thousands separators and leading zeros dropped).
+
+    >>> numbers("top 3 funds above 1,250.50 on 2022-06-30")
+    ['3', '1250.5', '2022', '6', '30']
+    """
+    out = []
+    for n in _DIGITS.findall(re.sub(r"(?<=\d),(?=\d{3}\b)", "", text)):
+        if "." in n:
+            n = n.rstrip("0").rstrip(".")
+        out.append(str(int(n)) if n.isdigit() else n)
+    return out
+
+
+def mentions(text: str, term: str, language: str) -> bool:
+    """Whether ``text`` names ``term`` (whole words for English, substring for Chinese).
+
+    >>> mentions("What does potassium chloride cost?", "potassium", "en")
+    True
+    >>> mentions("the potassiumx test", "potassium", "en")
+    False
+    """
+    t, x = norm(text, language), norm(term, language)
+    if not x:
+        return False
+    if has_cjk(x) or language == "zh":
+        return x in t
+    return re.search(rf"(?<![a-z0-9]){re.escape(x)}(?![a-z0-9])", t) is not None
+
+
+def question_problems(
+    source_question: str,
+    reply: Mapping[str, Any],
+    *,
+    focused: Sequence[GlossaryEntry],
+    source_language: str,
+    target_language: str,
+) -> list[str]:
+    """Errors of a question-translation reply (empty when it is acceptable).
+
+    >>> e = GlossaryEntry(id="v0", kind="value", source="furosemide", target="呋塞米")
+    >>> question_problems("How is furosemide given to patient 30037?",
+    ...                   {"question": "患者30037如何使用呋塞米？"}, focused=[e],
+    ...                   source_language="en", target_language="zh")
+    []
+    >>> question_problems("How is furosemide given to patient 30037?",
+    ...                   {"question": "患者如何用药？"}, focused=[e],
+    ...                   source_language="en", target_language="zh")
+    ["number '30037' of the source question is missing", "'furosemide' must be named as '呋塞米'"]
+    """
+    q = reply.get("question")
+    if not isinstance(q, str) or not q.strip():
+        return ["reply must have a non-empty 'question' string"]
+    errors: list[str] = []
+    ids = reply.get("used_mapping_ids", [])
+    if not isinstance(ids, list) or not all(isinstance(i, str) for i in ids):
+        errors.append("'used_mapping_ids' must be a list of strings")
+    got = set(numbers(q))
+    for n in dict.fromkeys(numbers(source_question)):
+        if n not in got:
+            errors.append(f"number {n!r} of the source question is missing")
+    for e in focused:
+        if e.kind != "value" or not e.target:
+            continue
+        if mentions(source_question, e.source, source_language) and not mentions(
+            q, e.target, target_language
+        ):
+            errors.append(f"{e.source!r} must be named as {e.target!r}")
+    if target_language == "zh" and not has_cjk(q):
+        errors.append("the question is not in Chinese")
+    if target_language == "en" and not re.search(r"[A-Za-z]{2,}", q):
+        errors.append("the question is not in English")
+    return errors
+
+
+def untranslated_share(
+    question: str, target_language: str, focused: Sequence[GlossaryEntry]
+) -> float:
+    """Share of words left in the other language (entity names of the glossary excepted)."""
+    text = question
+    for e in focused:
+        text = text.replace(e.target, " ")
+    text = re.sub(r"'[^']*'|\"[^\"]*\"", " ", text)
+    cjk = len(re.findall(r"[\u3400-\u9fff]", text))
+    latin = len(re.findall(r"[A-Za-z]+", text))
+    total = cjk + latin
+    if not total:
+        return 0.0
+    return (latin if target_language == "zh" else cjk) / total
+
+
+__all__ = ["GlossaryEntry", "mentions", "numbers", "question_problems", "untranslated_share"]

@@ -1,0 +1,1 @@
+"""The shipped bilingual glossary (``glossary.json``) and the script that regenerates it."""

@@ -1,0 +1,161 @@
+"""Options of the ``kubernetes`` sandbox backend and its infrastructure error."""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from dataspace.errors import ConfigError, SandboxError
+from dataspace.sandbox._k8s_api import ClientSettings
+from dataspace.store.retry import Backoff
+
+DEFAULT_IMAGE = "ghcr.io/dataspace-bench/runtime:1.0.0"
+DEFAULT_NAMESPACE = "dataspace-sandboxes"
+BASE_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+UID_BASE = 200_000
+UID_SPAN = 100_000
+
+
+class PodFailedError(SandboxError):
+    """A sandbox pod failed for reasons outside the agent's control (retried).
+
+    Attributes:
+        code: ``pod_pending_timeout``, ``image_pull``, ``pod_evicted``, ``pod_failed``,
+            ``pod_gone``, ``staging``, ``k8s_api`` or ``slots``.
+        pod: the pod name (may be empty when creation never got that far).
+        events: the pod's recent events, one per line.
+    """
+
+    def __init__(self, message: str, *, code: str, pod: str = "", events: str = "") -> None:
+        self.code = code
+        self.pod = pod
+        self.events = events
+        text = f"{message} [{code}]"
+        if events:
+            text += "; events: " + " | ".join(events.splitlines())
+        super().__init__(text)
+
+
+@dataclass(frozen=True, kw_only=True)
+class KubernetesOptions:
+    """Options of the backend (the run spec's ``sandbox.options``).
+
+    Attributes:
+        namespace: where sandbox pods live.
+        image: runtime image (a run spec's ``sandbox.image`` overrides it).
+        api_host, kubeconfig, context, in_cluster: how to reach the API server (see
+            ``ClientSettings``); default: in-cluster config inside a pod, else kubeconfig.
+        ready_timeout: seconds a pod may take to become ready (scheduling, image pull,
+            staging included).
+        stage_timeout: seconds the staging init container waits for the workspace.
+        max_pending: pods being created at once (held until Ready).
+        max_deleting: pod deletions in flight at once.
+        slots: ``auto`` (cluster-wide inside Ray, else per process), ``ray`` or ``thread``.
+        workspace_volume: a volume source the pods mount the workspace cache from; None
+            streams a tar over exec instead.
+        workspace_cache_dir: where the controller sees that volume (or, for streaming,
+            its local cache folder).
+        pin_to_node: schedule pods on the controller's node (default: with ``hostPath``).
+        node_name: the controller's node (default: ``$NODE_NAME``).
+        uid: the sandbox user; None picks one per pod (so ``RLIMIT_NPROC`` is per pod).
+        deadline_grace: seconds past the wall clock before ``activeDeadlineSeconds``.
+        tmp_medium: ``""`` (disk) or ``"Memory"`` for /tmp.
+        image_pull_policy, node_selector, tolerations, runtime_class, priority_class,
+        image_pull_secrets: passed to the pod.
+        api_retries: tries of each API call; api_backoff_base: first backoff delay.
+        max_output_bytes: stdout and stderr kept per command.
+        python: the interpreter that runs the helper in the image.
+        path: ``PATH`` of sandbox commands (the image's tools).
+    """
+
+    namespace: str = DEFAULT_NAMESPACE
+    image: str = DEFAULT_IMAGE
+    api_host: str | None = None
+    kubeconfig: str | None = None
+    context: str | None = None
+    in_cluster: bool | None = None
+    ready_timeout: float = 300.0
+    stage_timeout: float = 600.0
+    max_pending: int = 16
+    max_deleting: int = 16
+    slots: str = "auto"
+    workspace_volume: Mapping[str, Any] | None = None
+    workspace_cache_dir: str | None = None
+    pin_to_node: bool | None = None
+    node_name: str | None = None
+    uid: int | None = None
+    deadline_grace: float = 300.0
+    tmp_medium: str = ""
+    image_pull_policy: str = "IfNotPresent"
+    node_selector: Mapping[str, str] = field(default_factory=dict)
+    tolerations: Sequence[Mapping[str, Any]] = ()
+    runtime_class: str | None = None
+    priority_class: str | None = None
+    image_pull_secrets: Sequence[str] = ()
+    api_retries: int = 5
+    api_backoff_base: float = 0.2
+    max_output_bytes: int = 8 * 1024**2
+    python: str = "python3"
+    path: str = BASE_PATH
+
+    def __post_init__(self) -> None:
+        if self.max_pending < 1 or self.max_deleting < 1:
+            raise ValueError("max_pending and max_deleting must be at least 1")
+        if self.ready_timeout <= 0:
+            raise ValueError("ready_timeout must be positive")
+        if self.slots not in ("auto", "ray", "thread"):
+            raise ValueError(f"slots must be auto, ray or thread, got {self.slots!r}")
+        if self.tmp_medium not in ("", "Memory"):
+            raise ValueError(f"tmp_medium must be '' or 'Memory', got {self.tmp_medium!r}")
+        if self.workspace_volume is not None and not self.workspace_cache_dir:
+            raise ValueError(
+                "workspace_volume needs workspace_cache_dir (where the "
+                "controller mounts the same volume)"
+            )
+
+    @classmethod
+    def from_options(cls, options: Mapping[str, Any]) -> KubernetesOptions:
+        """Validate keyword options; unknown names or bad values are one-line ConfigErrors."""
+        known = {f.name for f in dataclasses.fields(cls)}
+        unknown = sorted(set(options) - known)
+        if unknown:
+            raise ConfigError(
+                f"kubernetes sandbox backend: unknown option(s) "
+                f"{', '.join(unknown)}; known: {', '.join(sorted(known))}"
+            )
+        values = dict(options)
+        for key in ("tolerations", "image_pull_secrets"):
+            if key in values and values[key] is not None:
+                values[key] = tuple(values[key])
+        try:
+            return cls(**values)
+        except (TypeError, ValueError) as exc:
+            raise ConfigError(f"kubernetes sandbox backend: {exc}") from exc
+
+    @property
+    def client_settings(self) -> ClientSettings:
+        """How to reach the API server."""
+        return ClientSettings(
+            api_host=self.api_host,
+            kubeconfig=self.kubeconfig,
+            context=self.context,
+            in_cluster=self.in_cluster,
+        )
+
+    @property
+    def backoff(self) -> Backoff:
+        """Retry policy of API calls."""
+        return Backoff(attempts=self.api_retries, base=self.api_backoff_base, cap=5.0)
+
+
+__all__ = [
+    "BASE_PATH",
+    "DEFAULT_IMAGE",
+    "DEFAULT_NAMESPACE",
+    "UID_BASE",
+    "UID_SPAN",
+    "KubernetesOptions",
+    "PodFailedError",
+]

@@ -1,0 +1,772 @@
+"""The ``kubernetes`` sandbox backend: one locked-down pod per attempt.
+
+Design
+------
+**A pod per sandbox.** ``create`` makes one pod from a fixed template (``_k8s_pod.py``):
+requests equal limits for CPU, memory and ephemeral storage (so the pod is Guaranteed and
+its output and tmp ``emptyDir`` volumes are size-limited), ``activeDeadlineSeconds`` as a
+backstop past the sandbox wall clock, ``restartPolicy: Never``, a non-root user, a
+read-only root filesystem, every capability dropped, no privilege escalation, the runtime
+default seccomp profile, no service-account token and no service links. Labels carry run,
+agent, task and attempt (made label-safe; the exact values sit in an annotation), so
+``sweep`` can delete every pod of a run. The sandbox namespace's NetworkPolicy
+(``k8s/base/networkpolicies.yaml``) denies all egress and all ingress to these pods.
+
+**Exec through the API server.** Commands, file reads and writes and output collection are
+execs (the Kubernetes exec websocket) of a small helper (``_k8s_helper.py``, standard
+library only) that travels compressed in the exec argv, so any image with ``python3`` works
+and nothing listens inside the pod: a sandbox needs no ingress at all, not even from the
+controller. The helper enforces the command timeout in the pod, kills everything the
+command started, caps output, reports OOM kills from the container's memory cgroup and
+never follows a symbolic link under ``/output``. The pod's own limits cover memory, CPU and
+storage; ``pids`` is applied as ``RLIMIT_NPROC`` under a uid of the pod's own (and by the
+kubelet's ``podPidsLimit`` where the cluster sets it).
+
+**Staging with egress denied.** Pods never download anything. The controller (which can
+reach the store) makes each workspace available in a cache folder it can write
+(``_k8s_staging.py``): a local folder is used in place or copied once (keyed by its
+listing), a store URI such as ``s3://...`` is downloaded once (keyed by URI). Three ways
+into the pod, by ``workspace_volume``:
+
+* a shared ReadWriteMany volume (e.g. ``nfs``) that the controllers mount at
+  ``workspace_cache_dir``: when the release itself lives there (``ray_jobs.run`` syncs a
+  store release into it once), the pod mounts its task's ``context`` folder read-only by
+  ``subPath`` and nothing is copied at all; the whole benchmark crosses the network once;
+* a node-local ``hostPath`` cache: the controller fills it once per workspace and node, and
+  pods are pinned to the controller's node (``NODE_NAME``);
+* none (the default, for any cluster and the restricted Pod Security level): the controller
+  streams a tar of the cached folder over exec into an ``emptyDir`` held by a staging init
+  container; the sandbox container then mounts that folder read-only. The store is read
+  once per controller node, the API server carries the tar per attempt.
+
+**Concurrency.** Creation and deletion each have their own limit (``max_pending``,
+``max_deleting``). A creation slot is held from the API call until the pod is ready or has
+failed, so Pending pods only ever block other creations, never a ready sandbox; inside a
+Ray job the slots are shared by the whole cluster through one named actor
+(``_k8s_limits.py``).
+
+**Failures.** Waiting for Ready has a timeout whose error carries the pod's events. Image
+pull errors, evictions for node pressure, lost nodes, vanished pods and API failures past
+retries raise ``PodFailedError`` (a ``SandboxError``, so the attempt is retried as an
+infrastructure failure, labelled with ``code``). OOMKilled and evictions for exceeding the
+pod's own storage limits end commands with status ``resource_limit``; the wall clock and
+``activeDeadlineSeconds`` end them with ``deadline``: those are the agent's outcomes.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import errno
+import logging
+import os
+import secrets
+import socket
+import threading
+import time
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from dataspace.errors import ConfigError, SandboxClosedError, SandboxError
+from dataspace.sandbox._k8s_api import ApiCallError, KubeApi, is_transient, kube_api
+from dataspace.sandbox._k8s_exec import ExecLostError, HelperReply, helper_argv, run_helper
+from dataspace.sandbox._k8s_limits import Slots, SlotTimeoutError, default_slots
+from dataspace.sandbox._k8s_options import (
+    BASE_PATH,
+    DEFAULT_IMAGE,
+    DEFAULT_NAMESPACE,
+    UID_BASE,
+    UID_SPAN,
+    KubernetesOptions,
+    PodFailedError,
+)
+from dataspace.sandbox._k8s_pod import (
+    MAIN_CONTAINER,
+    SANDBOX_ID_ANNOTATION,
+    STAGE_CONTAINER,
+    PodState,
+    PodTemplate,
+    StreamedWorkspace,
+    VolumeWorkspace,
+    classify_pod,
+    format_events,
+    pod_manifest,
+    pod_name,
+    selector,
+)
+from dataspace.sandbox._k8s_staging import CachedWorkspace, WorkspaceCache, extract_outputs
+from dataspace.sandbox.base import OUTPUT_DIR, TMP_DIR, ExecResult, ExecStatus, Limits, SandboxSpec
+from dataspace.store.retry import backoff_delay
+
+logger = logging.getLogger(__name__)
+
+
+class KubernetesBackend:
+    """Creates sandbox pods; ``sweep`` deletes every pod of a run.
+
+    Args:
+        **options: see ``KubernetesOptions``.
+    """
+
+    name = "kubernetes"
+
+    def __init__(self, **options: Any) -> None:
+        self.options = KubernetesOptions.from_options(options)
+        self._api: KubeApi | None = None
+        self._slots: Slots | None = None
+
+    @property
+    def api(self) -> KubeApi:
+        """The shared API client (created on first use)."""
+        if self._api is None:
+            self._api = kube_api(self.options.client_settings, self.options.backoff)
+        return self._api
+
+    @property
+    def slots(self) -> Slots:
+        """The creation and deletion slot pools."""
+        if self._slots is None:
+            self._slots = default_slots(self.options.slots)
+        return self._slots
+
+    def cache(self) -> WorkspaceCache:
+        """The workspace cache this backend stages through."""
+        root = self.options.workspace_cache_dir or os.path.join(
+            os.path.expanduser("~"), ".cache", "dataspace", "k8s-workspaces"
+        )
+        return WorkspaceCache(root)
+
+    def create(self, spec: SandboxSpec) -> KubernetesSandbox:
+        """Create a pod, stage the workspace, wait until it is ready.
+
+        Raises:
+            PodFailedError: the pod could not start (timeout, image pull, eviction, API).
+            SandboxError: the workspace could not be staged.
+        """
+        return KubernetesSandbox(self, spec)
+
+    def pods(self, labels: Mapping[str, str] | None = None) -> list[dict[str, Any]]:
+        """The sandbox pods in the namespace matching ``labels`` (all when None)."""
+        return self.api.list_pods(self.options.namespace, selector(labels or {}))
+
+    def sweep(self, labels: dict[str, str] | None = None) -> int:
+        """Delete every sandbox pod matching ``labels`` (e.g. ``{"run": run_id}``).
+
+        Returns:
+            How many pods were deleted.
+        """
+        count = 0
+        for pod in self.pods(labels):
+            name = pod["metadata"]["name"]
+            if self._delete(name):
+                count += 1
+        logger.info(
+            "swept %d sandbox pods from %s (%s)",
+            count,
+            self.options.namespace,
+            selector(labels or {}),
+        )
+        return count
+
+    def _delete(self, name: str) -> bool:
+        opts = self.options
+        lease = self.slots.acquire("delete", opts.max_deleting, timeout=300.0, ttl=120.0)
+        try:
+            return self.api.delete_pod(opts.namespace, name)
+        finally:
+            self.slots.release("delete", lease)
+
+
+class KubernetesSandbox:
+    """One sandbox pod. Create it with ``KubernetesBackend.create``."""
+
+    def __init__(self, backend: KubernetesBackend, spec: SandboxSpec) -> None:
+        self._backend = backend
+        self._opts = opts = backend.options
+        self._api = backend.api
+        self.limits: Limits = spec.limits
+        self.labels = dict(spec.labels)
+        self.id = secrets.token_hex(6)
+        self._ns = opts.namespace
+        self._closed = False
+        self._lock = threading.Lock()
+        self._final: PodState | None = None
+        self._execs = 0
+        self._timings: dict[str, float] = {}
+        self._node: str | None = None
+        self._uid = opts.uid if opts.uid is not None else UID_BASE + int(self.id, 16) % UID_SPAN
+        self._env = {
+            "PATH": opts.path,
+            "HOME": TMP_DIR,
+            "LANG": "C.UTF-8",
+            "TMPDIR": TMP_DIR,
+            **dict(spec.env),
+        }
+        self.name = pod_name(self.labels, self.id)
+        self._created = False
+        started = time.monotonic()
+        self._workspace = self._stage_local(spec.workspace)
+        self._timings["cache"] = self._workspace.seconds
+        template = PodTemplate(
+            namespace=opts.namespace,
+            image=opts.image,
+            helper_argv=helper_argv(opts.python),
+            uid=self._uid,
+            deadline_grace=opts.deadline_grace,
+            tmp_medium=opts.tmp_medium,
+            image_pull_policy=opts.image_pull_policy,
+            node_selector=opts.node_selector,
+            tolerations=opts.tolerations,
+            runtime_class=opts.runtime_class,
+            priority_class=opts.priority_class,
+            image_pull_secrets=opts.image_pull_secrets,
+            extra_annotations={"dataspace.io/controller": socket.gethostname()},
+        )
+        self.manifest = pod_manifest(
+            template=template,
+            name=self.name,
+            sandbox_id=self.id,
+            labels=self.labels,
+            limits=self.limits,
+            workspace=self._workspace_mount(),
+            image=spec.image,
+        )
+        try:
+            lease = backend.slots.acquire(
+                "create",
+                opts.max_pending,
+                timeout=opts.ready_timeout,
+                ttl=opts.ready_timeout + opts.stage_timeout + 60,
+            )
+        except SlotTimeoutError as exc:
+            raise PodFailedError(f"sandbox for {self._what()}: {exc}", code="slots") from exc
+        self._timings["slot_wait"] = time.monotonic() - started
+        try:
+            self._start()
+        except BaseException:
+            self._cleanup_failed_start()
+            raise
+        finally:
+            backend.slots.release("create", lease)
+        self._timings["create_total"] = time.monotonic() - started
+        self._deadline = time.monotonic() + self.limits.wall_seconds
+
+    # ---- start -------------------------------------------------------------------------
+
+    def _what(self) -> str:
+        keys = ("run", "agent", "task", "attempt")
+        return "/".join(self.labels[k] for k in keys if k in self.labels) or self.id
+
+    def _stage_local(self, workspace: Path | str) -> CachedWorkspace:
+        cache = self._backend.cache()
+        streaming = self._opts.workspace_volume is None
+        try:
+            return cache.fetch(workspace, copy_local=not streaming)
+        except SandboxError as exc:
+            raise PodFailedError(f"sandbox for {self._what()}: {exc}", code="staging") from exc
+        except OSError as exc:
+            raise PodFailedError(
+                f"sandbox for {self._what()}: workspace cache {cache.root}: {exc}", code="staging"
+            ) from exc
+
+    def _workspace_mount(self) -> VolumeWorkspace | StreamedWorkspace:
+        opts = self._opts
+        if opts.workspace_volume is None:
+            return StreamedWorkspace(
+                size_bytes=self._workspace.size_bytes, stage_timeout=opts.stage_timeout
+            )
+        pin = opts.pin_to_node
+        if pin is None:
+            pin = "hostPath" in opts.workspace_volume
+        node = (opts.node_name or os.environ.get("NODE_NAME")) if pin else None
+        if pin and not node:
+            raise ConfigError(
+                "kubernetes sandbox backend: pin_to_node needs node_name or "
+                "$NODE_NAME (the controller's node, from the downward API)"
+            )
+        return VolumeWorkspace(
+            volume=opts.workspace_volume, sub_path=self._workspace.sub_path, node=node
+        )
+
+    def _start(self) -> None:
+        opts = self._opts
+        t0 = time.monotonic()
+        created = self._create_pod()
+        self._created = True
+        self._timings["create_call"] = time.monotonic() - t0
+        end = t0 + opts.ready_timeout
+        rv = (created.get("metadata") or {}).get("resourceVersion")
+        state = classify_pod(created)
+        staged = opts.workspace_volume is None
+        while True:
+            wanted = ("stageable", "ready") if staged else ("ready",)
+            if state.kind not in wanted and not state.terminal:
+                state, rv = self._wait(wanted, end, rv, state)
+            if state.node:
+                self._node = state.node
+            if state.kind == "stageable" and staged:
+                t = time.monotonic()
+                self._stream_workspace()
+                self._timings["stage_stream"] = time.monotonic() - t
+                staged = False
+                state = PodState(kind="pending", node=state.node)
+                continue
+            if state.kind == "ready":
+                self._timings["ready"] = time.monotonic() - t0
+                return
+            self._raise_for(state, "did not start")
+
+    def _create_pod(self) -> dict[str, Any]:
+        """POST the pod; resolve lost answers (409 on our own name) and name clashes."""
+        api, policy = self._api, self._opts.backoff
+        manifest = self.manifest
+        last: ApiCallError | None = None
+        for attempt in range(1, policy.attempts + 1):
+            try:
+                return api.create_pod(self._ns, manifest)
+            except ApiCallError as exc:
+                last = exc
+                if exc.status == 409:
+                    existing = api.get_pod(self._ns, self.name)
+                    notes = ((existing or {}).get("metadata") or {}).get("annotations") or {}
+                    if existing is not None and notes.get(SANDBOX_ID_ANNOTATION) == self.id:
+                        logger.info("pod %s was created by an earlier try; adopted", self.name)
+                        return existing
+                    self.name = pod_name(self.labels, secrets.token_hex(3) + self.id[:3])
+                    manifest = {**manifest, "metadata": {**manifest["metadata"], "name": self.name}}
+                    self.manifest = manifest
+                    logger.info("pod name clash; retrying as %s", self.name)
+                    continue
+                if not is_transient(exc):
+                    raise PodFailedError(
+                        f"sandbox for {self._what()}: {exc}", code="k8s_api", pod=self.name
+                    ) from exc
+                logger.warning(
+                    "create pod %s failed (%s), try %d of %d",
+                    self.name,
+                    exc,
+                    attempt,
+                    policy.attempts,
+                )
+                time.sleep(
+                    backoff_delay(
+                        attempt,
+                        base=policy.base,
+                        cap=policy.cap,
+                        jitter=0.5 + secrets.randbelow(500) / 1000,
+                    )
+                )
+        raise PodFailedError(
+            f"sandbox for {self._what()}: pod creation failed: {last}",
+            code="k8s_api",
+            pod=self.name,
+        )
+
+    def _wait(
+        self, wanted: tuple[str, ...], end: float, rv: str | None, state: PodState
+    ) -> tuple[PodState, str | None]:
+        """Watch the pod until its state is in ``wanted`` or terminal, or ``end`` passes."""
+        api, policy = self._api, self._opts.backoff
+        failures = 0
+        while True:
+            left = end - time.monotonic()
+            if left <= 0:
+                self._raise_for(
+                    state,
+                    f"was not ready within {self._opts.ready_timeout:.0f}s",
+                    code="pod_pending_timeout",
+                )
+            try:
+                for kind, obj in api.watch_pod(self._ns, self.name, rv, min(left, 60.0)):
+                    if kind == "DELETED":
+                        return classify_pod(None), rv
+                    rv = (obj.get("metadata") or {}).get("resourceVersion") or rv
+                    state = classify_pod(obj)
+                    if state.kind in wanted or state.terminal or time.monotonic() >= end:
+                        break
+                failures = 0
+            except ApiCallError as exc:
+                if exc.status == 410:
+                    rv = None
+                elif is_transient(exc) and failures + 1 < policy.attempts:
+                    failures += 1
+                    time.sleep(
+                        backoff_delay(failures, base=policy.base, cap=policy.cap, jitter=1.0)
+                    )
+                else:
+                    raise PodFailedError(
+                        f"sandbox for {self._what()}: {exc}", code="k8s_api", pod=self.name
+                    ) from exc
+            if state.kind in wanted or state.terminal:
+                return state, rv
+            pod = api.get_pod(self._ns, self.name)
+            state = classify_pod(pod)
+            if pod is not None:
+                rv = (pod.get("metadata") or {}).get("resourceVersion") or rv
+            if state.kind in wanted or state.terminal:
+                return state, rv
+
+    def _stream_workspace(self) -> None:
+        tar = self._backend.cache().tar_path(self._workspace)
+        size = tar.stat().st_size
+        try:
+            reply = self._helper(
+                "stage",
+                {"size": size, "dest": "/workspace"},
+                container=STAGE_CONTAINER,
+                timeout=self._opts.stage_timeout,
+                stdin=tar,
+            )
+        except (ExecLostError, ApiCallError) as exc:
+            raise PodFailedError(
+                f"sandbox for {self._what()}: staging failed: {exc}", code="staging", pod=self.name
+            ) from exc
+        if not reply.header.get("ok"):
+            raise PodFailedError(
+                f"sandbox for {self._what()}: staging failed: {reply.header.get('message')}",
+                code="staging",
+                pod=self.name,
+            )
+        self._timings["staged_bytes"] = float(size)
+
+    def _raise_for(self, state: PodState, what: str, *, code: str | None = None) -> None:
+        codes = {
+            "image_error": "image_pull",
+            "evicted": "pod_evicted",
+            "gone": "pod_gone",
+            "deadline": "pod_deadline",
+            "oom": "pod_oom",
+            "storage_limit": "pod_storage",
+        }
+        code = code or codes.get(state.kind, "pod_failed")
+        events = format_events(self._api.pod_events(self._ns, self.name))
+        detail = f"{state.reason}: {state.message}" if state.reason else state.message
+        raise PodFailedError(
+            f"sandbox pod {self._ns}/{self.name} for {self._what()} {what}"
+            + (f" ({detail})" if detail else ""),
+            code=code,
+            pod=self.name,
+            events=events,
+        )
+
+    def _cleanup_failed_start(self) -> None:
+        try:
+            self._backend._delete(self.name)
+        except Exception:
+            logger.exception("could not delete the failed sandbox pod %s/%s", self._ns, self.name)
+        self._closed = True
+
+    # ---- helper calls --------------------------------------------------------------------
+
+    def _helper(
+        self,
+        op: str,
+        args: Mapping[str, Any],
+        *,
+        timeout: float,
+        container: str = MAIN_CONTAINER,
+        stdin: bytes | Path | None = None,
+    ) -> HelperReply:
+        """One helper exec; handshake failures (the command never started) are retried."""
+        policy = self._opts.backoff
+        for attempt in range(1, policy.attempts + 1):
+            try:
+                return run_helper(
+                    self._api,
+                    self._ns,
+                    self.name,
+                    op,
+                    args,
+                    container=container,
+                    timeout=timeout,
+                    stdin=stdin,
+                    python=self._opts.python,
+                )
+            except ApiCallError as exc:
+                if not is_transient(exc) or attempt == policy.attempts:
+                    raise
+                time.sleep(backoff_delay(attempt, base=policy.base, cap=policy.cap, jitter=1.0))
+        raise AssertionError("unreachable")
+
+    def _pod_state(self) -> PodState:
+        try:
+            return classify_pod(self._api.get_pod(self._ns, self.name))
+        except ApiCallError as exc:
+            raise PodFailedError(
+                f"sandbox for {self._what()}: {exc}", code="k8s_api", pod=self.name
+            ) from exc
+
+    def _lost(self, exc: Exception) -> PodState:
+        """After a broken exec: the pod's terminal state (raising for infrastructure ends)."""
+        state = self._pod_state()
+        if not state.terminal:
+            raise PodFailedError(
+                f"sandbox for {self._what()}: exec failed while the pod runs: {exc}",
+                code="k8s_api",
+                pod=self.name,
+            ) from exc
+        self._final = state
+        if state.infrastructure:
+            self._raise_for(state, "failed")
+        return state
+
+    def _check_open(self) -> None:
+        if self._closed:
+            raise SandboxClosedError(f"sandbox {self.id} (pod {self._ns}/{self.name}) is closed")
+
+    # ---- the contract ---------------------------------------------------------------------
+
+    def exec(
+        self,
+        command: str | list[str],
+        *,
+        timeout: float | None = None,
+        cwd: str = OUTPUT_DIR,
+        env: dict[str, str] | None = None,
+    ) -> ExecResult:
+        """Run a command (a string runs under ``/bin/sh -c``); never raises for its exit code.
+
+        Raises:
+            SandboxClosedError: the sandbox is closed.
+            PodFailedError: the pod failed for infrastructure reasons.
+            ConfigError: a non-positive timeout, an empty command or a bad variable name.
+        """
+        self._check_open()
+        argv = ["/bin/sh", "-c", command] if isinstance(command, str) else list(command)
+        if not argv or not all(isinstance(a, str) for a in argv):
+            raise ConfigError(f"sandbox {self.id}: command must be a string or a list of strings")
+        timeout = self.limits.command_timeout if timeout is None else timeout
+        if timeout <= 0:
+            raise ConfigError(f"sandbox {self.id}: timeout must be positive, got {timeout}")
+        for key in env or {}:
+            if not key or "=" in key or "\0" in key:
+                raise ConfigError(f"sandbox {self.id} exec env: invalid variable {key!r}")
+        with self._lock:
+            self._execs += 1
+        if self._final is not None:
+            return self._final_result()
+        remaining = self._deadline - time.monotonic()
+        if remaining <= 0:
+            return ExecResult(
+                exit_code=None,
+                stdout="",
+                timed_out=False,
+                duration=0.0,
+                stderr=f"sandbox {self.id}: wall-clock deadline passed",
+                status="deadline",
+            )
+        limit, kind = (timeout, "timeout") if timeout < remaining else (remaining, "deadline")
+        cwd = cwd if cwd.startswith("/") else f"{OUTPUT_DIR}/{cwd}"
+        args = {
+            "argv": argv,
+            "cwd": cwd,
+            "env": {**self._env, **(env or {})},
+            "timeout": limit,
+            "max_output": self._opts.max_output_bytes,
+            "nproc": self.limits.pids,
+        }
+        started = time.monotonic()
+        try:
+            reply = self._helper("run", args, timeout=limit)
+        except (ExecLostError, ApiCallError) as exc:
+            self._lost(exc)
+            return self._final_result(duration=time.monotonic() - started)
+        head = reply.header
+        out_len, err_len = int(head.get("stdout", 0)), int(head.get("stderr", 0))
+        stdout = reply.payload[:out_len].decode("utf-8", "replace")
+        stderr = reply.payload[out_len : out_len + err_len].decode("utf-8", "replace")
+        dropped = head.get("dropped") or [0, 0]
+        if dropped[0]:
+            stdout += f"\n[... {dropped[0]} more bytes of output dropped by the sandbox ...]\n"
+        if dropped[1]:
+            stderr += f"\n[... {dropped[1]} more bytes of output dropped by the sandbox ...]\n"
+        timed_out = bool(head.get("timed_out"))
+        status: ExecStatus = "ok"
+        if timed_out:
+            status = "deadline" if kind == "deadline" else "timeout"
+        elif head.get("oom"):
+            status = "resource_limit"
+        return ExecResult(
+            exit_code=head.get("exit_code"),
+            stdout=stdout,
+            stderr=stderr,
+            timed_out=timed_out,
+            duration=float(head.get("duration") or 0.0),
+            status=status,
+        )
+
+    def _final_result(self, duration: float = 0.0) -> ExecResult:
+        state = self._final
+        assert state is not None
+        status: ExecStatus = "deadline" if state.kind == "deadline" else "resource_limit"
+        code = 137 if state.kind == "oom" else None
+        return ExecResult(
+            exit_code=code,
+            stdout="",
+            timed_out=False,
+            duration=duration,
+            stderr=f"sandbox pod {self.name}: {state.reason}: {state.message}",
+            status=status,
+        )
+
+    def read_file(self, path: str, *, max_bytes: int = 64 * 1024**2) -> bytes:
+        """Read a file under /output (absolute or relative to it); no symlinks followed.
+
+        Raises:
+            PermissionError: the path leaves /output, or a component is a symbolic link.
+            FileNotFoundError: no such file.
+            IsADirectoryError: the path names a folder.
+            OSError: ``EFBIG`` when the file holds more than ``max_bytes``.
+            SandboxClosedError: the sandbox is closed.
+        """
+        from dataspace.sandbox._paths import output_parts
+
+        self._check_open()
+        parts = output_parts(path)
+        if not parts:
+            raise IsADirectoryError(errno.EISDIR, f"{path}: is the output folder")
+        reply = self._file_op("read", {"parts": list(parts), "max_bytes": max_bytes}, path)
+        return reply.payload[: int(reply.header.get("size", 0))]
+
+    def write_file(self, path: str, data: bytes) -> None:
+        """Write a file under /output (absolute or relative to it), parents created.
+
+        Raises:
+            PermissionError: the path leaves /output, or a component is a symbolic link.
+            OSError: ``ENOSPC`` past the output size limit.
+            SandboxClosedError: the sandbox is closed.
+        """
+        from dataspace.sandbox._paths import output_parts
+
+        self._check_open()
+        parts = output_parts(path)
+        if not parts:
+            raise IsADirectoryError(errno.EISDIR, f"{path}: is the output folder")
+        data = bytes(data)
+        self._file_op("write", {"parts": list(parts), "size": len(data)}, path, stdin=data)
+
+    def _file_op(
+        self, op: str, args: Mapping[str, Any], path: str, stdin: bytes | None = None
+    ) -> HelperReply:
+        if self._final is not None:
+            raise SandboxError(
+                f"sandbox pod {self.name} has ended ({self._final.reason}); cannot {op} {path}"
+            )
+        timeout = max(60.0, self.limits.command_timeout)
+        try:
+            reply = self._helper(op, args, timeout=timeout, stdin=stdin)
+        except (ExecLostError, ApiCallError) as exc:
+            state = self._lost(exc)
+            raise SandboxError(
+                f"sandbox pod {self.name} ended ({state.reason}) during {op} {path}"
+            ) from exc
+        head = reply.header
+        if not head.get("ok"):
+            code = int(head.get("errno") or errno.EIO)
+            raise OSError(code, f"{path}: {head.get('message')}")
+        return reply
+
+    def collect(self, dest: Path) -> list[Path]:
+        """Copy the output folder's regular files to ``dest`` (no symlinks, size-limited).
+
+        After the pod ended for a resource limit or the deadline there is nothing left to
+        collect (the outputs died with it): an empty list is returned.
+        """
+        self._check_open()
+        dest = Path(dest)
+        dest.mkdir(parents=True, exist_ok=True)
+        if self._final is not None:
+            logger.warning(
+                "sandbox pod %s ended (%s): no outputs to collect", self.name, self._final.reason
+            )
+            return []
+        budget = self.limits.output_bytes
+        timeout = max(120.0, self.limits.command_timeout)
+        try:
+            reply = self._helper("collect", {"max_bytes": budget}, timeout=timeout)
+        except (ExecLostError, ApiCallError) as exc:
+            self._lost(exc)
+            return []
+        for name, why in reply.header.get("skipped") or []:
+            logger.info("collect %s: %s skipped: %s", self.name, name, why)
+        size = int(reply.header.get("size", 0))
+        return extract_outputs(reply.payload[:size], dest, budget)
+
+    def info(self) -> dict[str, object]:
+        """Backend facts for the attempt record: pod, node, enforcement, staging, timings."""
+        self._check_open()
+        ws = self._workspace
+        return {
+            "backend": "kubernetes",
+            "id": self.id,
+            "enforcement": "kubernetes",
+            "namespace": self._ns,
+            "pod": self.name,
+            "node": self._node,
+            "image": self.manifest["spec"]["containers"][0]["image"],
+            "uid": self._uid,
+            "network": "none (NetworkPolicy)",
+            "staging": {
+                "mode": "stream" if self._opts.workspace_volume is None else "volume",
+                "cache_key": ws.key,
+                "cache_hit": ws.cache_hit,
+                "fetched_bytes": ws.fetched_bytes,
+                "workspace_bytes": ws.size_bytes,
+                "files": ws.files,
+            },
+            "limits": dataclasses.asdict(self.limits),
+            "labels": dict(self.labels),
+            "timings": dict(self._timings),
+            "execs": self._execs,
+            "seconds_left": max(0.0, self._deadline - time.monotonic()),
+        }
+
+    def close(self) -> None:
+        """Delete the pod (grace 0); idempotent.
+
+        Raises:
+            PodFailedError: the pod could not be deleted (a later ``sweep`` will).
+        """
+        with self._lock:
+            if self._closed:
+                return
+            self._closed = True
+        try:
+            self._backend._delete(self.name)
+        except ApiCallError as exc:
+            raise PodFailedError(
+                f"sandbox pod {self._ns}/{self.name} could not be deleted: {exc}",
+                code="k8s_api",
+                pod=self.name,
+            ) from exc
+
+    def __enter__(self) -> KubernetesSandbox:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()
+
+
+def register() -> None:
+    """Register this backend as ``kubernetes`` in the sandbox registry (idempotent).
+
+    Usable as a Ray ``worker_process_setup_hook`` (``"dataspace.sandbox.kubernetes.register"``)
+    where the registry does not name the backend yet.
+    """
+    from dataspace import sandbox
+
+    if "kubernetes" not in sandbox.backend_names():
+        sandbox.register_backend("kubernetes", KubernetesBackend)
+
+
+__all__ = [
+    "BASE_PATH",
+    "DEFAULT_IMAGE",
+    "DEFAULT_NAMESPACE",
+    "KubernetesBackend",
+    "KubernetesOptions",
+    "KubernetesSandbox",
+    "PodFailedError",
+    "extract_outputs",
+    "register",
+]

@@ -1,0 +1,1137 @@
+"""A loopback fake of the few Kubernetes API calls the sandbox controller makes.
+
+``FakeKubernetes`` is an HTTP server on 127.0.0.1 that speaks exactly what the
+``kubernetes`` sandbox backend uses, through the real ``kubernetes`` client:
+
+* ``POST   /api/v1/namespaces/{ns}/pods``                 create
+* ``GET    /api/v1/namespaces/{ns}/pods/{name}``          read
+* ``GET    /api/v1/namespaces/{ns}/pods?labelSelector=``  list (paginated) and ``watch=true``
+* ``DELETE /api/v1/namespaces/{ns}/pods/{name}``          delete
+* ``GET    /api/v1/namespaces/{ns}/events?fieldSelector=involvedObject.name=``  events
+* ``GET    /api/v1/namespaces/{ns}/pods/{name}/exec``     exec (websocket, channel
+  protocols v5 and v4)
+
+Behind the API sits a small kubelet: containers run their real commands on this host, and
+exec runs real processes with the pod's volumes at the paths the pod spec mounts them.
+As root (and with ``unshare``), each container process gets its own mount and network
+namespace with a private root made of read-only bind mounts of the host's system folders
+plus the pod's volumes (read-only where the spec says so), and runs as the pod's user;
+elsewhere processes run directly on the host with ``DS_SANDBOX_ROOT`` pointing at the
+pod's folder (enough for the helper, not for commands that name absolute paths).
+
+Scripted behaviours (``Behaviour``) reproduce what clusters do to pods: normal start,
+image pull failure, Pending for ever (unschedulable), OOM kill or node-pressure eviction
+while the n-th exec runs, activeDeadlineSeconds; ``fail_next`` makes the API answer 5xx or
+409 (optionally after doing the work, a lost answer).
+"""
+
+from __future__ import annotations
+
+import base64
+import contextlib
+import copy
+import hashlib
+import json
+import logging
+import os
+import selectors
+import shutil
+import signal
+import socket
+import subprocess
+import tempfile
+import threading
+import time
+import uuid
+from collections import Counter
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Any
+from urllib.parse import parse_qs, urlsplit
+
+logger = logging.getLogger(__name__)
+
+_WS_GUID = "258EAFA5-E914-47DA-95CA-C5AB0DC85B11"
+NODE = "fake-node-1"
+
+
+@dataclass(frozen=True, kw_only=True)
+class Behaviour:
+    """What happens to the pods created while this behaviour is set.
+
+    Attributes:
+        start_delay: seconds a pod stays Pending before its containers start.
+        outcome: ``run`` (normal), ``image_pull`` (ErrImagePull, then ImagePullBackOff),
+            ``unschedulable`` (Pending for ever), ``oom`` or ``evict`` (the container is
+            OOM-killed / the pod evicted for node pressure while exec number
+            ``on_exec`` runs), ``deadline`` (DeadlineExceeded ``after`` seconds running),
+            ``storage`` (evicted for exceeding its emptyDir limit while exec ``on_exec``
+            runs).
+        on_exec: which exec into the main container triggers ``oom``, ``evict`` or
+            ``storage`` (1-based).
+        after: seconds for ``deadline``.
+    """
+
+    start_delay: float = 0.05
+    outcome: str = "run"
+    on_exec: int = 1
+    after: float = 0.5
+
+
+@dataclass
+class _Fault:
+    method: str
+    contains: str
+    status: int
+    count: int
+    after_effect: bool
+
+
+@dataclass
+class _Pod:
+    obj: dict[str, Any]
+    behaviour: Behaviour
+    root: Path
+    procs: dict[str, subprocess.Popen[bytes]] = field(default_factory=dict)
+    ns_pids: dict[str, int] = field(default_factory=dict)
+    execs: list[subprocess.Popen[bytes]] = field(default_factory=list)
+    main_execs: int = 0
+    sockets: list[socket.socket] = field(default_factory=list)
+    started_at: float | None = None
+
+
+class FakeKubernetes:
+    """The fake API server and kubelet; use as a context manager.
+
+    Args:
+        runtime: ``chroot`` (root only), ``host`` or ``auto`` (chroot when possible).
+        claims: PersistentVolumeClaim name -> host folder, for pods that mount claims.
+        page_size: the largest page the list endpoint returns (to exercise pagination).
+        image_binds: host folders every container also sees, read-only, at the same path
+            (standing in for what an image ships, e.g. a Python environment).
+    """
+
+    def __init__(
+        self,
+        *,
+        runtime: str = "auto",
+        claims: dict[str, Path] | None = None,
+        page_size: int = 100,
+        image_binds: tuple[str, ...] = (),
+    ) -> None:
+        self.runtime = _pick_runtime(runtime)
+        self.claims = {k: Path(v) for k, v in (claims or {}).items()}
+        self.page_size = page_size
+        self.image_binds = tuple(image_binds)
+        self.behaviour = Behaviour()
+        self.calls: Counter[str] = Counter()
+        self.created_total = 0
+        self.max_pending_seen = 0
+        self._pods: dict[tuple[str, str], _Pod] = {}
+        self._events: list[dict[str, Any]] = []
+        self._faults: list[_Fault] = []
+        self._rv = 0
+        self._cond = threading.Condition()
+        self._closed = False
+        self._dir = Path(tempfile.mkdtemp(prefix="ds-fake-k8s-"))
+        self._server: ThreadingHTTPServer | None = None
+        self._thread: threading.Thread | None = None
+        self.url = ""
+
+    # ---- lifecycle ----------------------------------------------------------------------
+
+    def __enter__(self) -> FakeKubernetes:
+        self.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def start(self) -> None:
+        """Start serving on 127.0.0.1 (a free port)."""
+        fake = self
+
+        class Handler(_Handler):
+            server_fake = fake
+
+        self._server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self._server.daemon_threads = True
+        self.url = f"http://127.0.0.1:{self._server.server_address[1]}"
+        self._thread = threading.Thread(
+            target=self._server.serve_forever, name="fake-k8s", daemon=True
+        )
+        self._thread.start()
+
+    def close(self) -> None:
+        """Stop serving; kill every container process; remove the fake's files."""
+        with self._cond:
+            self._closed = True
+            pods = list(self._pods.values())
+            self._cond.notify_all()
+        for pod in pods:
+            self._kill(pod)
+        if self._server is not None:
+            self._server.shutdown()
+            self._server.server_close()
+        shutil.rmtree(self._dir, ignore_errors=True)
+
+    # ---- scripting and inspection -------------------------------------------------------
+
+    def fail_next(
+        self, method: str, contains: str, status: int, *, count: int = 1, after_effect: bool = False
+    ) -> None:
+        """Answer the next matching requests with an error status.
+
+        Args:
+            method: the HTTP method (``POST``, ``GET``, ``DELETE``).
+            contains: a part of the request path (``/pods``, ``/exec``).
+            status: the HTTP status to answer (5xx, 409, 429).
+            count: how many requests.
+            after_effect: carry the request out first, then answer the error (a lost answer).
+        """
+        with self._cond:
+            self._faults.append(_Fault(method.upper(), contains, status, count, after_effect))
+
+    def pod_names(self, namespace: str | None = None) -> list[str]:
+        """Names of the pods that exist now."""
+        with self._cond:
+            return sorted(n for (ns, n) in self._pods if namespace in (None, ns))
+
+    def pod(self, namespace: str, name: str) -> dict[str, Any] | None:
+        """A copy of one pod object."""
+        with self._cond:
+            pod = self._pods.get((namespace, name))
+            return copy.deepcopy(pod.obj) if pod else None
+
+    def add_event(
+        self, namespace: str, name: str, reason: str, message: str, kind: str = "Normal"
+    ) -> None:
+        """Record an event about a pod."""
+        with self._cond:
+            self._add_event(namespace, name, reason, message, kind)
+
+    # ---- internals: state ---------------------------------------------------------------
+
+    def _next_rv(self) -> str:
+        self._rv += 1
+        return str(self._rv)
+
+    def _changed(self, pod: _Pod) -> None:
+        """Bump the version and wake watchers (caller holds the lock)."""
+        pod.obj["metadata"]["resourceVersion"] = self._next_rv()
+        pending = sum(1 for p in self._pods.values() if p.obj["status"]["phase"] == "Pending")
+        self.max_pending_seen = max(self.max_pending_seen, pending)
+        self._cond.notify_all()
+
+    def _add_event(
+        self, ns: str, name: str, reason: str, message: str, kind: str = "Normal"
+    ) -> None:
+        now = _now()
+        for e in self._events:
+            if e["involvedObject"]["name"] == name and e["reason"] == reason:
+                e["count"] += 1
+                e["lastTimestamp"] = now
+                return
+        self._events.append(
+            {
+                "metadata": {"name": f"{name}.{uuid.uuid4().hex[:8]}", "namespace": ns},
+                "involvedObject": {"kind": "Pod", "name": name, "namespace": ns},
+                "reason": reason,
+                "message": message,
+                "type": kind,
+                "count": 1,
+                "firstTimestamp": now,
+                "lastTimestamp": now,
+            }
+        )
+
+    def _fault(self, method: str, path: str) -> _Fault | None:
+        with self._cond:
+            for f in self._faults:
+                if f.method == method and f.contains in path and f.count > 0:
+                    f.count -= 1
+                    return f
+        return None
+
+    # ---- internals: the kubelet ---------------------------------------------------------
+
+    def _create(self, ns: str, body: dict[str, Any]) -> tuple[int, dict[str, Any]]:
+        meta = body.setdefault("metadata", {})
+        name = meta.get("name")
+        if not name:
+            return 422, _status(422, "Invalid", "metadata.name: Required value")
+        with self._cond:
+            if (ns, name) in self._pods:
+                return 409, _status(409, "AlreadyExists", f'pods "{name}" already exists')
+            meta.update(namespace=ns, uid=str(uuid.uuid4()), creationTimestamp=_now())
+            body["status"] = {
+                "phase": "Pending",
+                "conditions": [{"type": "PodScheduled", "status": "False", "reason": "Pending"}],
+            }
+            root = self._dir / ns / name
+            pod = _Pod(obj=body, behaviour=self.behaviour, root=root)
+            self._pods[(ns, name)] = pod
+            self.created_total += 1
+            self._changed(pod)
+            result = copy.deepcopy(body)
+        threading.Thread(target=self._lifecycle, args=(pod,), daemon=True).start()
+        return 201, result
+
+    def _lifecycle(self, pod: _Pod) -> None:
+        b = pod.behaviour
+        ns, name = pod.obj["metadata"]["namespace"], pod.obj["metadata"]["name"]
+        if not self._sleep(pod, b.start_delay):
+            return
+        with self._cond:
+            if not self._alive(pod):
+                return
+            status = pod.obj["status"]
+            if b.outcome == "unschedulable":
+                msg = (
+                    "0/3 nodes are available: 3 Insufficient cpu. "
+                    "preemption: 0/3 nodes are available."
+                )
+                status["conditions"] = [
+                    {
+                        "type": "PodScheduled",
+                        "status": "False",
+                        "reason": "Unschedulable",
+                        "message": msg,
+                    }
+                ]
+                self._add_event(ns, name, "FailedScheduling", msg, "Warning")
+                self._changed(pod)
+                return
+            pod.obj["spec"]["nodeName"] = NODE
+            status["conditions"] = [{"type": "PodScheduled", "status": "True"}]
+            status["startTime"] = _now()
+            pod.started_at = time.monotonic()
+            self._add_event(ns, name, "Scheduled", f"Successfully assigned {ns}/{name} to {NODE}")
+            if b.outcome == "image_pull":
+                image = pod.obj["spec"]["containers"][0]["image"]
+                self._add_event(ns, name, "Pulling", f'Pulling image "{image}"')
+                status["containerStatuses"] = [
+                    _waiting(c["name"], "ErrImagePull", image)
+                    for c in pod.obj["spec"]["containers"]
+                ]
+                self._add_event(
+                    ns, name, "Failed", f'Failed to pull image "{image}": not found', "Warning"
+                )
+                self._changed(pod)
+        if b.outcome == "image_pull":
+            if self._sleep(pod, 0.2):
+                with self._cond:
+                    image = pod.obj["spec"]["containers"][0]["image"]
+                    pod.obj["status"]["containerStatuses"] = [
+                        _waiting(c["name"], "ImagePullBackOff", image)
+                        for c in pod.obj["spec"]["containers"]
+                    ]
+                    self._add_event(
+                        ns, name, "BackOff", f'Back-off pulling image "{image}"', "Warning"
+                    )
+                    self._changed(pod)
+            return
+        self._deadline_timer(pod)
+        for init in pod.obj["spec"].get("initContainers") or []:
+            proc = self._start_container(pod, init)
+            with self._cond:
+                pod.obj["status"]["initContainerStatuses"] = [
+                    {
+                        "name": init["name"],
+                        "ready": False,
+                        "state": {"running": {"startedAt": _now()}},
+                    }
+                ]
+                self._changed(pod)
+            code = proc.wait()
+            with self._cond:
+                if not self._alive(pod):
+                    return
+                pod.obj["status"]["initContainerStatuses"] = [
+                    {
+                        "name": init["name"],
+                        "ready": code == 0,
+                        "state": {
+                            "terminated": {
+                                "exitCode": code,
+                                "reason": "Completed" if code == 0 else "Error",
+                            }
+                        },
+                    }
+                ]
+                if code != 0:
+                    pod.obj["status"]["phase"] = "Failed"
+                    self._changed(pod)
+                    return
+                self._changed(pod)
+        for container in pod.obj["spec"]["containers"]:
+            self._start_container(pod, container)
+        with self._cond:
+            if not self._alive(pod):
+                return
+            status = pod.obj["status"]
+            status["phase"] = "Running"
+            status["podIP"] = "10.0.0.1"
+            status["conditions"] = [
+                {"type": "PodScheduled", "status": "True"},
+                {"type": "Initialized", "status": "True"},
+                {"type": "ContainersReady", "status": "True"},
+                {"type": "Ready", "status": "True"},
+            ]
+            status["containerStatuses"] = [
+                {
+                    "name": c["name"],
+                    "ready": True,
+                    "restartCount": 0,
+                    "image": c["image"],
+                    "state": {"running": {"startedAt": _now()}},
+                }
+                for c in pod.obj["spec"]["containers"]
+            ]
+            self._add_event(ns, name, "Started", "Started container sandbox")
+            self._changed(pod)
+        if b.outcome == "deadline" and self._sleep(pod, b.after):
+            self._terminate(
+                pod,
+                "DeadlineExceeded",
+                "Pod was active on the node longer than the specified deadline",
+                container_reason="Error",
+            )
+
+    def _deadline_timer(self, pod: _Pod) -> None:
+        seconds = pod.obj["spec"].get("activeDeadlineSeconds")
+        if not seconds:
+            return
+
+        def fire() -> None:
+            if self._sleep(pod, float(seconds)):
+                self._terminate(
+                    pod,
+                    "DeadlineExceeded",
+                    "Pod was active on the node longer than the specified deadline",
+                    container_reason="Error",
+                )
+
+        threading.Thread(target=fire, daemon=True).start()
+
+    def _sleep(self, pod: _Pod, seconds: float) -> bool:
+        """Sleep unless the pod goes away; whether it is still there."""
+        end = time.monotonic() + seconds
+        with self._cond:
+            while self._alive(pod):
+                left = end - time.monotonic()
+                if left <= 0:
+                    return True
+                self._cond.wait(left)
+        return False
+
+    def _alive(self, pod: _Pod) -> bool:
+        key = (pod.obj["metadata"]["namespace"], pod.obj["metadata"]["name"])
+        return (
+            not self._closed
+            and self._pods.get(key) is pod
+            and pod.obj["status"]["phase"] in ("Pending", "Running")
+        )
+
+    def _terminate(self, pod: _Pod, reason: str, message: str, *, container_reason: str) -> None:
+        """End a running pod (Failed) and kill its processes."""
+        with self._cond:
+            if not self._alive(pod):
+                return
+            status = pod.obj["status"]
+            status["phase"] = "Failed"
+            status["reason"] = reason
+            status["message"] = message
+            status["conditions"] = [{"type": "Ready", "status": "False"}]
+            status["containerStatuses"] = [
+                {
+                    "name": c["name"],
+                    "ready": False,
+                    "restartCount": 0,
+                    "state": {"terminated": {"exitCode": 137, "reason": container_reason}},
+                }
+                for c in pod.obj["spec"]["containers"]
+            ]
+            ns, name = pod.obj["metadata"]["namespace"], pod.obj["metadata"]["name"]
+            self._add_event(ns, name, reason, message, "Warning")
+            self._changed(pod)
+        self._kill(pod)
+
+    def _kill(self, pod: _Pod) -> None:
+        for proc in [*pod.procs.values(), *pod.execs]:
+            _kill_group(proc)
+        for sock in pod.sockets:
+            with contextlib.suppress(OSError):
+                sock.shutdown(socket.SHUT_RDWR)
+
+    # ---- internals: container processes ------------------------------------------------
+
+    def _mounts(self, pod: _Pod, container: dict[str, Any]) -> list[tuple[str, Path, bool]]:
+        """(mount path, host folder, read-only) for each volume mount of a container."""
+        volumes = {v["name"]: v for v in pod.obj["spec"].get("volumes") or []}
+        out = []
+        for m in container.get("volumeMounts") or []:
+            vol = volumes[m["name"]]
+            if "emptyDir" in vol:
+                # Without mount namespaces the folder must sit where the helper looks.
+                src = (
+                    pod.root / "view" / m["mountPath"].lstrip("/")
+                    if self.runtime == "host"
+                    else pod.root / "volumes" / m["name"]
+                )
+                src.mkdir(parents=True, exist_ok=True)
+                src.chmod(0o777)
+            elif "hostPath" in vol:
+                src = Path(vol["hostPath"]["path"])
+            elif "persistentVolumeClaim" in vol:
+                src = self.claims[vol["persistentVolumeClaim"]["claimName"]]
+            else:
+                raise ValueError(f"fake kubelet: unsupported volume {vol}")
+            if m.get("subPath"):
+                src = src / m["subPath"]
+            out.append((m["mountPath"], src, bool(m.get("readOnly"))))
+        return out
+
+    def _spawn(
+        self,
+        pod: _Pod,
+        container: dict[str, Any],
+        argv: list[str],
+        stdin: bool,
+        into: int | None = None,
+    ) -> subprocess.Popen[bytes]:
+        """Start a process in a container's view of the pod.
+
+        With ``into`` (a container's first process) the process joins that process's
+        namespaces and root, as exec does; without, it starts a container.
+        """
+        env = {
+            "PATH": "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
+            "HOSTNAME": pod.obj["metadata"]["name"],
+        }
+        for e in container.get("env") or []:
+            env[e["name"]] = e.get("value", "")
+        mounts = self._mounts(pod, container)
+        ctx = container.get("securityContext") or {}
+        uid = int(
+            ctx.get("runAsUser")
+            or (pod.obj["spec"].get("securityContext") or {}).get("runAsUser")
+            or 65534
+        )
+        workdir = container.get("workingDir") or "/"
+        drop = [
+            f"--reuid={uid}",
+            f"--regid={uid}",
+            "--clear-groups",
+            "--inh-caps=-all",
+            "--bounding-set=-all",
+            "--no-new-privs",
+        ]
+        enter = f'cd {_q(workdir)} 2>/dev/null || cd /; exec "$0" "$@"'
+        if self.runtime == "chroot" and into is not None:
+            full = [
+                "nsenter",
+                "-t",
+                str(into),
+                "-m",
+                "-n",
+                "-p",
+                "-r",
+                "--",
+                "setpriv",
+                *drop,
+                "--",
+                "/bin/sh",
+                "-c",
+                enter,
+                *argv,
+            ]
+        elif self.runtime == "chroot":
+            rootfs = pod.root / "rootfs"
+            rootfs.mkdir(parents=True, exist_ok=True)
+            lines = [
+                "set -e",
+                f"R={_q(str(rootfs))}",
+                'mount -t tmpfs -o size=4m,mode=755 none "$R"',
+                'for d in bin sbin lib lib64 lib32; do [ -L "/$d" ] && '
+                'ln -s "$(readlink /$d)" "$R/$d" || true; done',
+                'for d in usr etc; do mkdir -p "$R/$d"; mount --rbind "/$d" "$R/$d"; '
+                'mount -o remount,bind,ro "$R/$d"; done',
+                'mkdir -p "$R/proc" "$R/dev"; mount -t proc proc "$R/proc"; '
+                'mount --rbind /dev "$R/dev"',
+            ]
+            for extra in self.image_binds:
+                lines.append(
+                    f'mkdir -p "$R"{_q(extra)}; mount --rbind {_q(extra)} "$R"{_q(extra)}; '
+                    f'mount -o remount,bind,ro "$R"{_q(extra)}'
+                )
+            for path, src, ro in mounts:
+                lines.append(f'mkdir -p "$R"{_q(path)}; mount --bind {_q(str(src))} "$R"{_q(path)}')
+                if ro:
+                    lines.append(f'mount -o remount,bind,ro "$R"{_q(path)}')
+            lines.append(
+                f'cd "$R"; exec chroot "$R" setpriv {" ".join(drop)} -- /bin/sh -c {_q(enter)} "$@"'
+            )
+            full = [
+                "unshare",
+                "--mount",
+                "--net",
+                "--pid",
+                "--fork",
+                "--",
+                "/bin/sh",
+                "-c",
+                "\n".join(lines),
+                "sh",
+                *argv,
+            ]
+        else:
+            view = pod.root / "view"
+            view.mkdir(parents=True, exist_ok=True)
+            for path, src, _ in mounts:
+                target = view / path.lstrip("/")
+                if not target.exists() and not target.is_symlink():
+                    target.parent.mkdir(parents=True, exist_ok=True)
+                    target.symlink_to(src)
+            env["DS_SANDBOX_ROOT"] = str(view)
+            full = argv
+        return subprocess.Popen(
+            full,
+            env=env,
+            stdin=subprocess.PIPE if stdin else subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            start_new_session=True,
+        )
+
+    def _start_container(self, pod: _Pod, container: dict[str, Any]) -> subprocess.Popen[bytes]:
+        argv = list(container.get("command") or []) + list(container.get("args") or [])
+        proc = self._spawn(pod, container, argv, stdin=False)
+        pod.procs[container["name"]] = proc
+        if self.runtime == "chroot":
+            ns_pid = _container_init(proc, pod.root / "rootfs")
+            if ns_pid is not None:
+                pod.ns_pids[container["name"]] = ns_pid
+        return proc
+
+    def _exec(self, handler: _Handler, ns: str, name: str, query: dict[str, list[str]]) -> None:
+        argv = query.get("command") or []
+        cname = (query.get("container") or [""])[0]
+        want_stdin = (query.get("stdin") or ["false"])[0] == "true"
+        with self._cond:
+            pod = self._pods.get((ns, name))
+            if pod is None:
+                return handler.reply(404, _status(404, "NotFound", f'pods "{name}" not found'))
+            spec = pod.obj["spec"]
+            containers = {
+                c["name"]: c for c in [*spec.get("initContainers", []), *spec["containers"]]
+            }
+            if not cname:
+                cname = spec["containers"][0]["name"]
+            container = containers.get(cname)
+            running = cname in pod.procs and pod.procs[cname].poll() is None
+            if (
+                container is None
+                or not running
+                or pod.obj["status"]["phase"] not in ("Pending", "Running")
+            ):
+                phase = pod.obj["status"]["phase"]
+                return handler.reply(
+                    400,
+                    _status(
+                        400, "BadRequest", f"container {cname} is not running (pod phase {phase})"
+                    ),
+                )
+            trigger = None
+            if cname == spec["containers"][0]["name"]:
+                pod.main_execs += 1
+                if pod.behaviour.outcome in ("oom", "evict", "storage") and (
+                    pod.main_execs == pod.behaviour.on_exec
+                ):
+                    trigger = pod.behaviour.outcome
+        proto = handler.upgrade()
+        if proto is None:
+            return None
+        proc = self._spawn(pod, container, argv, stdin=want_stdin, into=pod.ns_pids.get(cname))
+        with self._cond:
+            pod.execs.append(proc)
+            pod.sockets.append(handler.connection)
+        if trigger:
+            threading.Thread(target=self._trigger, args=(pod, trigger), daemon=True).start()
+        try:
+            _pump(handler, proc, proto)
+        finally:
+            _kill_group(proc)
+            with self._cond:
+                with contextlib.suppress(ValueError):
+                    pod.execs.remove(proc)
+                with contextlib.suppress(ValueError):
+                    pod.sockets.remove(handler.connection)
+        return None
+
+    def _trigger(self, pod: _Pod, what: str) -> None:
+        time.sleep(0.2)
+        if what == "oom":
+            self._terminate(pod, "", "", container_reason="OOMKilled")
+        elif what == "evict":
+            self._terminate(
+                pod,
+                "Evicted",
+                "The node was low on resource: memory. Threshold quantity: 100Mi, available: 20Mi.",
+                container_reason="Error",
+            )
+        else:
+            self._terminate(
+                pod,
+                "Evicted",
+                'Usage of EmptyDir volume "output" exceeds the limit "1Gi". ',
+                container_reason="Error",
+            )
+
+    def _delete(self, ns: str, name: str) -> tuple[int, dict[str, Any]]:
+        with self._cond:
+            pod = self._pods.pop((ns, name), None)
+            if pod is None:
+                return 404, _status(404, "NotFound", f'pods "{name}" not found')
+            pod.obj["metadata"]["deletionTimestamp"] = _now()
+            self._next_rv()
+            self._cond.notify_all()
+            obj = copy.deepcopy(pod.obj)
+        self._kill(pod)
+        shutil.rmtree(pod.root, ignore_errors=True)
+        return 200, obj
+
+    def _list(self, ns: str, query: dict[str, list[str]]) -> dict[str, Any]:
+        labels = _parse_selector((query.get("labelSelector") or [""])[0])
+        fields = _parse_selector((query.get("fieldSelector") or [""])[0])
+        limit = min(int((query.get("limit") or [str(self.page_size)])[0]), self.page_size)
+        start = int((query.get("continue") or ["0"])[0] or 0)
+        with self._cond:
+            items = [
+                copy.deepcopy(p.obj)
+                for (pns, _), p in sorted(self._pods.items())
+                if pns == ns and _matches(p.obj, labels, fields)
+            ]
+            rv = str(self._rv)
+        page = items[start : start + limit]
+        meta: dict[str, Any] = {"resourceVersion": rv}
+        if start + limit < len(items):
+            meta["continue"] = str(start + limit)
+        return {"kind": "PodList", "apiVersion": "v1", "metadata": meta, "items": page}
+
+    def _watch(self, handler: _Handler, ns: str, query: dict[str, list[str]]) -> None:
+        labels = _parse_selector((query.get("labelSelector") or [""])[0])
+        fields = _parse_selector((query.get("fieldSelector") or [""])[0])
+        timeout = float((query.get("timeoutSeconds") or ["30"])[0])
+        since = int((query.get("resourceVersion") or ["0"])[0] or 0)
+        handler.start_chunked()
+        end = time.monotonic() + timeout
+        seen: dict[str, int] = {}
+        first = True
+        try:
+            while True:
+                with self._cond:
+                    events = []
+                    current = {
+                        pname: p
+                        for (pns, pname), p in self._pods.items()
+                        if pns == ns and _matches(p.obj, labels, fields)
+                    }
+                    for pname, p in current.items():
+                        rv = int(p.obj["metadata"]["resourceVersion"])
+                        if first and not since:
+                            events.append(("ADDED", copy.deepcopy(p.obj)))
+                        elif (pname in seen and seen[pname] != rv) or (
+                            pname not in seen and rv > since
+                        ):
+                            events.append(("MODIFIED", copy.deepcopy(p.obj)))
+                        seen[pname] = rv
+                    for pname in [n for n in seen if n not in current]:
+                        events.append(("DELETED", {"metadata": {"name": pname, "namespace": ns}}))
+                        del seen[pname]
+                    first = False
+                    if not events:
+                        left = end - time.monotonic()
+                        if left <= 0 or self._closed:
+                            break
+                        self._cond.wait(min(left, 0.5))
+                        continue
+                for kind, obj in events:
+                    handler.chunk(json.dumps({"type": kind, "object": obj}).encode() + b"\n")
+        except OSError:
+            return
+        with contextlib.suppress(OSError):
+            handler.end_chunked()
+
+
+# ---- HTTP -----------------------------------------------------------------------------------
+
+
+class _Handler(BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"
+    server_fake: FakeKubernetes
+
+    def log_message(self, format: str, *args: Any) -> None:
+        logger.debug("fake k8s: " + format, *args)
+
+    def reply(self, code: int, body: dict[str, Any]) -> None:
+        data = json.dumps(body).encode()
+        self.send_response(code)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(data)))
+        self.end_headers()
+        self.wfile.write(data)
+
+    def start_chunked(self) -> None:
+        self.send_response(200)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Transfer-Encoding", "chunked")
+        self.end_headers()
+
+    def chunk(self, data: bytes) -> None:
+        self.wfile.write(f"{len(data):x}\r\n".encode() + data + b"\r\n")
+
+    def end_chunked(self) -> None:
+        self.wfile.write(b"0\r\n\r\n")
+        self.close_connection = True
+
+    def upgrade(self) -> str | None:
+        """Answer the websocket upgrade; the channel protocol chosen (None: refused)."""
+        offered = [p.strip() for p in self.headers.get("Sec-WebSocket-Protocol", "").split(",")]
+        proto = next((p for p in ("v5.channel.k8s.io", "v4.channel.k8s.io") if p in offered), None)
+        key = self.headers.get("Sec-WebSocket-Key")
+        if proto is None or not key:
+            self.reply(400, _status(400, "BadRequest", "exec needs a websocket upgrade"))
+            return None
+        accept = base64.b64encode(hashlib.sha1((key + _WS_GUID).encode()).digest()).decode()
+        self.send_response(101, "Switching Protocols")
+        self.send_header("Upgrade", "websocket")
+        self.send_header("Connection", "Upgrade")
+        self.send_header("Sec-WebSocket-Accept", accept)
+        self.send_header("Sec-WebSocket-Protocol", proto)
+        self.end_headers()
+        self.close_connection = True
+        return proto
+
+    def _route(self, method: str) -> None:
+        fake = self.server_fake
+        url = urlsplit(self.path)
+        query = parse_qs(url.query)
+        parts = url.path.strip("/").split("/")
+        body: dict[str, Any] = {}
+        length = int(self.headers.get("Content-Length") or 0)
+        if length:
+            body = json.loads(self.rfile.read(length) or b"{}")
+        if parts[:3] != ["api", "v1", "namespaces"] or len(parts) < 5:
+            return self.reply(404, _status(404, "NotFound", f"no route {url.path}"))
+        ns, resource = parts[3], parts[4]
+        name = parts[5] if len(parts) > 5 else None
+        sub = parts[6] if len(parts) > 6 else None
+        watch = (query.get("watch") or ["false"])[0].lower() in ("true", "1")
+        verb = {"POST": "create", "DELETE": "delete"}.get(method) or (
+            "exec" if sub == "exec" else "watch" if watch else "get" if name else "list"
+        )
+        fake.calls[f"{verb} {resource}"] += 1
+        fault = fake._fault(method, url.path)
+        if fault is not None and not fault.after_effect:
+            return self.reply(
+                fault.status,
+                _status(
+                    fault.status,
+                    _REASONS.get(fault.status, "InternalError"),
+                    "injected by the test",
+                ),
+            )
+        if resource == "events" and method == "GET":
+            fields = _parse_selector((query.get("fieldSelector") or [""])[0])
+            with fake._cond:
+                items = [
+                    copy.deepcopy(e)
+                    for e in fake._events
+                    if e["metadata"]["namespace"] == ns
+                    and all(
+                        e["involvedObject"].get(k.split(".")[-1]) == v for k, v in fields.items()
+                    )
+                ]
+            return self.reply(
+                200, {"kind": "EventList", "apiVersion": "v1", "metadata": {}, "items": items}
+            )
+        if resource != "pods":
+            return self.reply(404, _status(404, "NotFound", f"no resource {resource}"))
+        if sub == "exec":
+            return fake._exec(self, ns, name or "", query)
+        if method == "POST" and name is None:
+            code, obj = fake._create(ns, body)
+        elif method == "GET" and name is None and watch:
+            return fake._watch(self, ns, query)
+        elif method == "GET" and name is None:
+            code, obj = 200, fake._list(ns, query)
+        elif method == "GET":
+            pod = fake.pod(ns, name or "")
+            code, obj = (
+                (200, pod) if pod else (404, _status(404, "NotFound", f'pods "{name}" not found'))
+            )
+        elif method == "DELETE":
+            code, obj = fake._delete(ns, name or "")
+        else:
+            code, obj = 405, _status(405, "MethodNotAllowed", method)
+        if fault is not None:
+            return self.reply(
+                fault.status,
+                _status(
+                    fault.status,
+                    _REASONS.get(fault.status, "InternalError"),
+                    "answer lost (injected by the test)",
+                ),
+            )
+        return self.reply(code, obj)
+
+    def do_GET(self) -> None:
+        self._route("GET")
+
+    def do_POST(self) -> None:
+        self._route("POST")
+
+    def do_DELETE(self) -> None:
+        self._route("DELETE")
+
+
+_REASONS = {
+    409: "AlreadyExists",
+    429: "TooManyRequests",
+    500: "InternalError",
+    503: "ServiceUnavailable",
+    504: "Timeout",
+    404: "NotFound",
+}
+
+
+def _pump(handler: _Handler, proc: subprocess.Popen[bytes], proto: str) -> None:
+    """Shuttle exec channels between the websocket and the process until it ends."""
+    sock = handler.connection
+    rfile = handler.rfile
+    send_lock = threading.Lock()
+
+    def send(opcode: int, payload: bytes) -> None:
+        n = len(payload)
+        head = bytes([0x80 | opcode])
+        if n < 126:
+            head += bytes([n])
+        elif n < 65536:
+            head += bytes([126]) + n.to_bytes(2, "big")
+        else:
+            head += bytes([127]) + n.to_bytes(8, "big")
+        with send_lock:
+            sock.sendall(head + payload)
+
+    def reader() -> None:
+        try:
+            while True:
+                opcode, payload = _read_frame(rfile)
+                if opcode == 8 or opcode is None:
+                    break
+                if opcode in (1, 2) and payload:
+                    channel, data = payload[0], payload[1:]
+                    if channel == 255 and proto.startswith("v5") and data[:1] == b"\x00":
+                        if proc.stdin:
+                            proc.stdin.close()
+                    elif channel == 0 and proc.stdin and data:
+                        proc.stdin.write(data)
+                        proc.stdin.flush()
+        except (OSError, ValueError):
+            pass
+
+    threading.Thread(target=reader, daemon=True).start()
+    assert proc.stdout is not None and proc.stderr is not None
+    with selectors.DefaultSelector() as sel:
+        sel.register(proc.stdout, selectors.EVENT_READ, 1)
+        sel.register(proc.stderr, selectors.EVENT_READ, 2)
+        try:
+            while sel.get_map():
+                for key, _ in sel.select(timeout=0.5):
+                    data = os.read(key.fd, 65536)
+                    if not data:
+                        sel.unregister(key.fileobj)
+                        continue
+                    send(2, bytes([key.data]) + data)
+            code = proc.wait()
+            if code == 0:
+                status = {"metadata": {}, "status": "Success"}
+            else:
+                status = {
+                    "metadata": {},
+                    "status": "Failure",
+                    "reason": "NonZeroExitCode",
+                    "message": f"command terminated with non-zero exit code: {code}",
+                    "details": {"causes": [{"reason": "ExitCode", "message": str(code)}]},
+                }
+            send(2, b"\x03" + json.dumps(status).encode())
+            send(8, b"")
+        except OSError:
+            pass
+
+
+def _read_frame(rfile: Any) -> tuple[int | None, bytes]:
+    head = rfile.read(2)
+    if len(head) < 2:
+        return None, b""
+    opcode = head[0] & 0x0F
+    masked = head[1] & 0x80
+    n = head[1] & 0x7F
+    if n == 126:
+        n = int.from_bytes(rfile.read(2), "big")
+    elif n == 127:
+        n = int.from_bytes(rfile.read(8), "big")
+    mask = rfile.read(4) if masked else b""
+    data = rfile.read(n)
+    if masked:
+        data = bytes(b ^ mask[i % 4] for i, b in enumerate(data))
+    return opcode, data
+
+
+# ---- small helpers --------------------------------------------------------------------------
+
+
+def _pick_runtime(runtime: str) -> str:
+    if runtime not in ("auto", "chroot", "host"):
+        raise ValueError(f"runtime must be auto, chroot or host, got {runtime!r}")
+    possible = (
+        os.geteuid() == 0
+        and shutil.which("unshare") is not None
+        and shutil.which("setpriv") is not None
+    )
+    if runtime == "chroot" and not possible:
+        raise RuntimeError("the chroot runtime needs root, unshare and setpriv")
+    if runtime == "auto":
+        if possible:
+            probe = subprocess.run(
+                ["unshare", "--mount", "--net", "--pid", "--fork", "true"],
+                capture_output=True,
+                check=False,
+            )
+            return "chroot" if probe.returncode == 0 else "host"
+        return "host"
+    return runtime
+
+
+def _container_init(proc: subprocess.Popen[bytes], rootfs: Path) -> int | None:
+    """The host pid of a container's first process once it has entered its root."""
+    end = time.monotonic() + 10.0
+    while time.monotonic() < end and proc.poll() is None:
+        try:
+            children = Path(f"/proc/{proc.pid}/task/{proc.pid}/children").read_text().split()
+            if children and os.readlink(f"/proc/{children[0]}/root") == str(rootfs):
+                return int(children[0])
+        except OSError:
+            pass
+        time.sleep(0.005)
+    return None
+
+
+def chroot_runtime_available() -> bool:
+    """Whether this host can run the fake's isolated container runtime."""
+    try:
+        return _pick_runtime("auto") == "chroot"
+    except (OSError, RuntimeError):
+        return False
+
+
+def _descendants(root: int) -> set[int]:
+    parents: dict[int, int] = {}
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                with open(f"/proc/{entry}/stat", "rb") as handle:
+                    parents[int(entry)] = int(handle.read().rsplit(b")", 1)[1].split()[1])
+            except (OSError, IndexError, ValueError):
+                continue
+    found = {root}
+    grew = True
+    while grew:
+        grew = False
+        for pid, parent in parents.items():
+            if parent in found and pid not in found:
+                found.add(pid)
+                grew = True
+    return found
+
+
+def _kill_group(proc: subprocess.Popen[bytes]) -> None:
+    if proc.poll() is None:
+        for pid in _descendants(proc.pid):
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.kill(pid, signal.SIGKILL)
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(proc.pid, signal.SIGKILL)
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            proc.wait(timeout=5)
+    for stream in (proc.stdin, proc.stdout, proc.stderr):
+        if stream is not None:
+            with contextlib.suppress(OSError):
+                stream.close()
+
+
+def _q(text: str) -> str:
+    return "'" + text.replace("'", "'\\''") + "'"
+
+
+def _now() -> str:
+    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+
+
+def _status(code: int, reason: str, message: str) -> dict[str, Any]:
+    return {
+        "kind": "Status",
+        "apiVersion": "v1",
+        "metadata": {},
+        "status": "Failure",
+        "message": message,
+        "reason": reason,
+        "code": code,
+    }
+
+
+def _waiting(name: str, reason: str, image: str) -> dict[str, Any]:
+    return {
+        "name": name,
+        "ready": False,
+        "restartCount": 0,
+        "image": image,
+        "state": {"waiting": {"reason": reason, "message": f'Back-off pulling image "{image}"'}},
+    }
+
+
+def _parse_selector(text: str) -> dict[str, str]:
+    out = {}
+    for part in filter(None, text.split(",")):
+        key, _, value = part.partition("=")
+        out[key.strip()] = value.strip().lstrip("=")
+    return out
+
+
+def _matches(obj: dict[str, Any], labels: dict[str, str], fields: dict[str, str]) -> bool:
+    have = obj["metadata"].get("labels") or {}
+    if any(have.get(k) != v for k, v in labels.items()):
+        return False
+    for key, value in fields.items():
+        if key == "metadata.name" and obj["metadata"]["name"] != value:
+            return False
+        if key == "metadata.namespace" and obj["metadata"]["namespace"] != value:
+            return False
+    return True
+
+
+@contextlib.contextmanager
+def fake_kubernetes(**kwargs: Any) -> Iterator[FakeKubernetes]:
+    """Serve a ``FakeKubernetes`` for the ``with`` block (its URL is ``fake.url``)."""
+    fake = FakeKubernetes(**kwargs)
+    fake.start()
+    try:
+        yield fake
+    finally:
+        fake.close()
+
+
+__all__ = ["NODE", "Behaviour", "FakeKubernetes", "chroot_runtime_available", "fake_kubernetes"]

@@ -1,0 +1,212 @@
+"""Run (or resume) a run spec on the Ray cluster this job was submitted to.
+
+``ray job submit --address http://HEAD:8265 --working-dir . -- python -m ray_jobs.run
+spec.yaml --store s3://bucket/bench --release s3://bucket/releases/v1``
+
+Flags override the few fields that differ between one machine and a cluster; a release
+given as a store URI is synced once into ``--release-cache`` (a folder every Ray node sees,
+e.g. the shared volume of ``k8s/``). Exit code 0 when every attempt has a result, 1 when
+some could not be run (infrastructure failures past retries), 2 on a configuration error.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import logging
+import os
+import sys
+from dataclasses import dataclass, field
+from typing import Any
+
+from ray_jobs._common import parse_options, run_main, setup_logging
+
+logger = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True, kw_only=True)
+class RunJobConfig:
+    """The run job's flags, resolved."""
+
+    spec: str
+    store: str | None = None
+    release: str | None = None
+    release_cache: str = "/var/cache/dataspace/releases"
+    ray_address: str | None = None
+    sandbox_backend: str | None = None
+    sandbox_image: str | None = None
+    sandbox_options: dict[str, Any] = field(default_factory=dict)
+    concurrency: int | None = None
+    sweep: bool = True
+    verbose: bool = False
+
+
+def parse_args(argv: list[str] | None = None) -> RunJobConfig:
+    """Flags -> ``RunJobConfig``."""
+    p = argparse.ArgumentParser(prog="python -m ray_jobs.run", description=__doc__.splitlines()[0])
+    p.add_argument("spec", help="run spec (YAML or JSON)")
+    p.add_argument("--store", help="override the spec's store (e.g. s3://bucket/prefix)")
+    p.add_argument("--release", help="override the spec's release (folder or store URI)")
+    p.add_argument(
+        "--release-cache",
+        default=os.environ.get("DATASPACE_RELEASE_CACHE", "/var/cache/dataspace/releases"),
+        help="where a release given as a store URI is synced (a folder all Ray nodes see)",
+    )
+    p.add_argument("--ray-address", help="Ray address (default: the cluster of this job)")
+    p.add_argument("--sandbox-backend", help="override sandbox.backend (local, kubernetes)")
+    p.add_argument("--sandbox-image", help="override sandbox.image")
+    p.add_argument(
+        "-o",
+        "--sandbox-option",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="set one sandbox option (JSON value), e.g. -o namespace=sb",
+    )
+    p.add_argument("--concurrency", type=int, help="override the spec's concurrency")
+    p.add_argument(
+        "--no-sweep",
+        action="store_true",
+        help="keep leftover sandbox pods of the run (kubernetes backend)",
+    )
+    p.add_argument("-v", "--verbose", action="store_true")
+    a = p.parse_args(argv)
+    return RunJobConfig(
+        spec=a.spec,
+        store=a.store,
+        release=a.release,
+        release_cache=a.release_cache,
+        ray_address=a.ray_address,
+        sandbox_backend=a.sandbox_backend,
+        sandbox_image=a.sandbox_image,
+        sandbox_options=parse_options(a.sandbox_option, flag="--sandbox-option"),
+        concurrency=a.concurrency,
+        sweep=not a.no_sweep,
+        verbose=a.verbose,
+    )
+
+
+def resolve_spec(cfg: RunJobConfig) -> Any:
+    """The run spec with the job's overrides applied (a store-URI release synced locally)."""
+    from dataspace.runs.spec import load_spec
+    from dataspace.sandbox._k8s_staging import WorkspaceCache
+
+    spec = load_spec(cfg.spec)
+    changes: dict[str, Any] = {}
+    if cfg.store:
+        changes["store"] = cfg.store
+    release = cfg.release or spec.release
+    if "://" in release and not release.startswith("file://"):
+        synced = WorkspaceCache(cfg.release_cache).fetch(release)
+        logger.info(
+            "release %s synced to %s (%d bytes fetched)", release, synced.path, synced.fetched_bytes
+        )
+        release = str(synced.path)
+    elif release.startswith("file://"):
+        from dataspace.store.uris import file_uri_path
+
+        release = str(file_uri_path(release))
+    changes["release"] = release
+    if cfg.ray_address:
+        changes["ray_address"] = cfg.ray_address
+    if cfg.concurrency:
+        changes["concurrency"] = cfg.concurrency
+    sandbox = spec.sandbox
+    if cfg.sandbox_backend or cfg.sandbox_image or cfg.sandbox_options:
+        sandbox = dataclasses.replace(
+            sandbox,
+            backend=cfg.sandbox_backend or sandbox.backend,
+            image=cfg.sandbox_image or sandbox.image,
+            options={**dict(sandbox.options), **cfg.sandbox_options},
+        )
+        changes["sandbox"] = sandbox
+    return dataclasses.replace(spec, **changes)
+
+
+def connect_ray(spec: Any) -> None:
+    """Join the job's cluster (or ``ray.address``); start a local Ray only as a last resort."""
+    import ray
+
+    if ray.is_initialized():
+        return
+    address = spec.ray_address or os.environ.get("RAY_ADDRESS")
+    if address:
+        ray.init(address=address, log_to_driver=False)
+    else:
+        ray.init(num_cpus=max(1, spec.concurrency), include_dashboard=False, log_to_driver=False)
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Entry point."""
+    cfg = parse_args(argv)
+    setup_logging(cfg.verbose)
+
+    def body() -> int:
+        from dataspace.runs.controller import execute_run
+
+        spec = resolve_spec(cfg)
+        connect_ray(spec)
+        done = [0]
+
+        def progress(event: dict[str, Any]) -> None:
+            if event.get("event") == "plan":
+                print(
+                    f"run {spec.run_id}: {event['total']} attempts, {event['done']} already "
+                    f"finished, {event['pending']} to run",
+                    flush=True,
+                )
+                return
+            done[0] += 1
+            print(
+                f"[{done[0]}] {event['agent']}/{event['task_id']}/{event['attempt']}: "
+                f"{event['status']} passed={event.get('passed')}",
+                flush=True,
+            )
+
+        outcome = execute_run(spec, progress=progress)
+        swept = sweep_leftovers(spec) if cfg.sweep else 0
+        return report(outcome, swept)
+
+    return run_main(body)
+
+
+def sweep_leftovers(spec: Any) -> int:
+    """Delete sandbox pods of this run that outlived it (kubernetes backend only)."""
+    if spec.sandbox.backend != "kubernetes":
+        return 0
+    from dataspace.sandbox.kubernetes import KubernetesBackend
+
+    return KubernetesBackend(**dict(spec.sandbox.options)).sweep({"run": spec.run_id})
+
+
+def report(outcome: Any, swept: int) -> int:
+    """Print what succeeded and what failed; the exit code."""
+    print(
+        f"run {outcome.run_id}: {outcome.executed} attempts run, {outcome.skipped} skipped "
+        f"(finished before), results in {outcome.store_uri}"
+    )
+    for name, agent in outcome.summary["agents"].items():
+        acc = agent["accuracy"]
+        acc_text = "n/a" if acc is None else f"{100 * acc:.2f}%"
+        print(
+            f"  {name}: {agent['passed']}/{agent['scored']} passed ({acc_text}), "
+            f"statuses {agent['status_counts']}, cost ${agent['cost_usd']:.4f}"
+        )
+    if outcome.infra_failures:
+        print(f"  infrastructure failures retried: {len(outcome.infra_failures)}")
+    if swept:
+        print(f"  leftover sandbox pods deleted: {swept}")
+    unfinished = [
+        r for r in outcome.rows if r["status"] in ("infrastructure_error", "not_scheduled")
+    ]
+    if unfinished:
+        print(
+            f"  {len(unfinished)} attempts have no result; submit the job again to retry them",
+            file=sys.stderr,
+        )
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

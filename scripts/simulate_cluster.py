@@ -1,0 +1,575 @@
+"""Simulate a full benchmark on a cluster and measure what one attempt costs the controller.
+
+Part 1 (simulation): 410 tasks x 6 backbones at 64-way concurrency. Each attempt's agent
+latency follows a Weibull distribution fitted to the paper's per-backbone mean and P90
+(agent-protocol.md), capped at the 1,800 s wall clock; each sandbox pod takes a start-up
+delay (log-normal) and holds one of ``max_pending`` creation slots until it is ready
+(scheduling, image start and, in stream mode, the workspace tar through the API server).
+Prints the makespan against the ideal (total agent time / slots, or the longest attempt),
+for the controller's plan order and other orders, and how it moves with the start-up delay
+and the creation limit.
+
+Part 2 (measured): a real run of the gold agent (Ray, the kubernetes sandbox backend
+against the loopback fake cluster, an ``s3://`` store on a moto server behind a counting
+proxy) gives the Kubernetes API calls, S3 requests and S3 bytes of one attempt; and the
+controller memory per live sandbox is measured with the fake in another process.
+
+    .venv/bin/python scripts/simulate_cluster.py [--seed 0] [--no-measure]
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import heapq
+import http.client
+import math
+import multiprocessing
+import os
+import random
+import statistics
+import sys
+import tempfile
+import threading
+from collections import Counter
+from collections.abc import Iterator
+from dataclasses import dataclass
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Any
+
+#: (mean, P90) agent latency in seconds per backbone, the paper's Table (agent-protocol.md).
+BACKBONES = {
+    "Grok 4.5": (80.9, 185.7),
+    "GPT-5.6 Sol": (49.2, 90.8),
+    "Kimi K3": (260.1, 535.9),
+    "MiMo-V2.5": (90.9, 219.7),
+    "Claude Sonnet 5": (128.9, 330.2),
+    "MiniMax M3": (104.5, 253.4),
+}
+TASKS = 410
+WALL_SECONDS = 1800.0
+RELEASE_BYTES = 15.01e9
+WORKSPACE_MEDIAN, WORKSPACE_P90 = 31e6, 74e6  # bytes per task (agent-protocol.md)
+Z90 = 1.2815515655446004
+
+
+# ---- distributions --------------------------------------------------------------------------
+
+
+def weibull_for(mean: float, p90: float) -> tuple[float, float]:
+    """Shape k and scale of the Weibull with this mean and P90 (the branch with k >= 0.55).
+
+    The ratio P90/mean = ln(10)^(1/k) / Gamma(1 + 1/k) peaks near k = 0.55; the paper's
+    ratios (1.8 to 2.6) all lie below the peak, and the larger k is the lighter tail.
+    """
+
+    def ratio(k: float) -> float:
+        return math.log(10) ** (1 / k) / math.gamma(1 + 1 / k)
+
+    target = p90 / mean
+    lo, hi = 0.56, 20.0
+    if target > ratio(lo):
+        raise ValueError(f"P90/mean = {target:.2f} is beyond any Weibull")
+    for _ in range(100):
+        mid = (lo + hi) / 2
+        if ratio(mid) > target:
+            lo = mid
+        else:
+            hi = mid
+    k = (lo + hi) / 2
+    return k, mean / math.gamma(1 + 1 / k)
+
+
+def lognormal_for(median: float, p90: float) -> tuple[float, float]:
+    """mu and sigma of the log-normal with this median and P90."""
+    return math.log(median), (math.log(p90) - math.log(median)) / Z90
+
+
+@dataclass(frozen=True, kw_only=True)
+class Scenario:
+    """One simulated cluster set-up."""
+
+    slots: int = 64
+    max_pending: int = 16
+    startup_median: float = 4.0
+    startup_p90: float = 10.0
+    staging: str = "stream"  # stream | node (node-local cache) | shared (one shared volume)
+    stream_mb_s: float = 60.0
+    s3_mb_s: float = 200.0
+    nodes: int = 16
+    teardown: float = 1.0
+    order: str = "plan"  # plan | shuffled | longest-first
+
+
+@dataclass(frozen=True, kw_only=True)
+class Attempt:
+    backbone: str
+    task: int
+    latency: float
+    startup: float
+    workspace: float
+
+
+def draw_attempts(rng: random.Random, sc: Scenario) -> list[Attempt]:
+    """Attempts in the controller's plan order (backbone by backbone, task by task)."""
+    mu, sigma = lognormal_for(sc.startup_median, sc.startup_p90)
+    wmu, wsigma = lognormal_for(WORKSPACE_MEDIAN, WORKSPACE_P90)
+    sizes = [rng.lognormvariate(wmu, wsigma) for _ in range(TASKS)]
+    out = []
+    for name, (mean, p90) in BACKBONES.items():
+        k, scale = weibull_for(mean, p90)
+        for task in range(TASKS):
+            latency = min(WALL_SECONDS, rng.weibullvariate(scale, k))
+            out.append(
+                Attempt(
+                    backbone=name,
+                    task=task,
+                    latency=latency,
+                    startup=rng.lognormvariate(mu, sigma),
+                    workspace=sizes[task],
+                )
+            )
+    return out
+
+
+def ordered(attempts: list[Attempt], order: str, rng: random.Random) -> list[Attempt]:
+    if order == "plan":
+        return list(attempts)
+    if order == "shuffled":
+        out = list(attempts)
+        rng.shuffle(out)
+        return out
+    means = {name: mean for name, (mean, _) in BACKBONES.items()}
+    return sorted(attempts, key=lambda a: -means[a.backbone])
+
+
+@dataclass(frozen=True, kw_only=True)
+class Outcome:
+    makespan: float
+    ideal: float
+    startup_wait: float
+    pending_peak: int
+    staged_bytes: float
+
+
+def simulate(attempts: list[Attempt], sc: Scenario) -> Outcome:
+    """Discrete-event simulation of the run: slots, creation slots, start-up, agent, teardown."""
+    ideal = max(sum(a.latency for a in attempts) / sc.slots, max(a.latency for a in attempts))
+    queue = list(attempts)
+    queue.reverse()
+    events: list[tuple[float, int, str, Any]] = []
+    seq = 0
+    free_create = sc.max_pending
+    waiting_create: list[tuple[Attempt, float]] = []
+    node_cache: set[tuple[int, int]] = set()
+    staged = 0.0
+    startup_wait = 0.0
+    pending_peak = 0
+    now = 0.0
+    node_of = 0
+
+    def push(t: float, kind: str, payload: Any) -> None:
+        nonlocal seq
+        seq += 1
+        heapq.heappush(events, (t, seq, kind, payload))
+
+    def start_pod(a: Attempt, t: float, asked: float) -> None:
+        nonlocal free_create, staged, node_of, pending_peak
+        free_create -= 1
+        pending_peak = max(pending_peak, sc.max_pending - free_create)
+        if sc.staging == "stream":
+            stage = a.workspace / (sc.stream_mb_s * 1e6)
+            staged += a.workspace
+        elif sc.staging == "shared":
+            key = (0, a.task)
+            stage = 0.0
+            if key not in node_cache:
+                node_cache.add(key)
+                stage = a.workspace / (sc.s3_mb_s * 1e6)
+                staged += a.workspace
+        else:
+            node = node_of % sc.nodes
+            node_of += 1
+            key = (node, a.task)
+            if key in node_cache:
+                stage = 0.0
+            else:
+                node_cache.add(key)
+                stage = a.workspace / (sc.s3_mb_s * 1e6)
+                staged += a.workspace
+        push(t + a.startup + stage, "ready", (a, asked))
+
+    for _ in range(min(sc.slots, len(queue))):
+        push(0.0, "slot", None)
+    finished = 0
+    while events:
+        now, _, kind, payload = heapq.heappop(events)
+        if kind == "slot":
+            if queue:
+                a = queue.pop()
+                if free_create > 0:
+                    start_pod(a, now, now)
+                else:
+                    waiting_create.append((a, now))
+        elif kind == "ready":
+            a, asked = payload
+            startup_wait += now - asked
+            free_create += 1
+            if waiting_create:
+                nxt, asked_at = waiting_create.pop(0)
+                start_pod(nxt, now, asked_at)
+            push(now + a.latency + sc.teardown, "done", a)
+        elif kind == "done":
+            finished += 1
+            push(now, "slot", None)
+    assert finished == len(attempts), (finished, len(attempts))
+    return Outcome(
+        makespan=now,
+        ideal=ideal,
+        startup_wait=startup_wait / len(attempts),
+        pending_peak=pending_peak,
+        staged_bytes=staged,
+    )
+
+
+# ---- measurements -----------------------------------------------------------------------------
+
+
+class _CountingProxy(BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"
+    upstream: tuple[str, int]
+    counts: Counter[str]
+    lock: threading.Lock
+
+    def log_message(self, *args: Any) -> None:
+        return
+
+    def _forward(self) -> None:
+        length = int(self.headers.get("Content-Length") or 0)
+        body = self.rfile.read(length) if length else b""
+        conn = http.client.HTTPConnection(*self.upstream, timeout=60)
+        headers = {k: v for k, v in self.headers.items() if k.lower() != "host"}
+        headers["Host"] = f"{self.upstream[0]}:{self.upstream[1]}"
+        conn.request(self.command, self.path, body=body, headers=headers)
+        resp = conn.getresponse()
+        data = resp.read()
+        kind = _s3_kind(self.command, self.path)
+        with self.lock:
+            self.counts[f"requests {kind}"] += 1
+            self.counts["requests"] += 1
+            self.counts["bytes up"] += len(body)
+            self.counts["bytes down"] += len(data)
+        self.send_response(resp.status)
+        for key, value in resp.getheaders():
+            if key.lower() not in ("transfer-encoding", "connection", "content-length"):
+                self.send_header(key, value)
+        self.send_header("Content-Length", str(len(data)))
+        self.end_headers()
+        self.wfile.write(data)
+        conn.close()
+
+    do_GET = do_PUT = do_POST = do_HEAD = do_DELETE = _forward
+
+
+def _s3_kind(method: str, path: str) -> str:
+    if method == "GET" and ("list-type=2" in path or path.rstrip("/").count("/") <= 1):
+        return "LIST"
+    return method
+
+
+@contextlib.contextmanager
+def counting_proxy(upstream: str) -> Iterator[tuple[str, Counter[str]]]:
+    host, port = upstream.split("://", 1)[1].split(":")
+    counts: Counter[str] = Counter()
+
+    class Handler(_CountingProxy):
+        pass
+
+    Handler.upstream = (host, int(port))
+    Handler.counts = counts
+    Handler.lock = threading.Lock()
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}", counts
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+def measure_run(work: Path) -> dict[str, Any] | None:
+    """A real run: gold on a tiny release, kubernetes backend on the fake, s3 on moto."""
+    try:
+        import ray
+
+        from dataspace.runs.controller import execute_run
+        from dataspace.runs.spec import AgentSpec, RunSpec, SandboxConfig
+        from dataspace.sandbox.kubernetes import register
+        from dataspace.testing.fake_k8s import FakeKubernetes, chroot_runtime_available
+        from dataspace.testing.releases import write_tiny_release
+        from dataspace.testing.s3server import TEST_CREDENTIALS, create_bucket, moto_s3_server
+    except ImportError as exc:
+        print(f"  (skipped: {exc})")
+        return None
+    if not chroot_runtime_available():
+        print("  (skipped: the fake cluster's container runtime needs root and unshare)")
+        return None
+    release = write_tiny_release(work / "release", tasks=3)
+    binds = tuple(sorted({sys.prefix, sys.base_prefix}))
+    with moto_s3_server() as endpoint, counting_proxy(endpoint) as (proxy, counts):
+        create_bucket(endpoint, "bench")
+        os.environ.update(
+            {
+                "DATASPACE_S3_ENDPOINT": proxy,
+                "AWS_ACCESS_KEY_ID": TEST_CREDENTIALS["access_key_id"],
+                "AWS_SECRET_ACCESS_KEY": TEST_CREDENTIALS["secret_access_key"],
+                "AWS_DEFAULT_REGION": TEST_CREDENTIALS["region"],
+            }
+        )
+        with FakeKubernetes(image_binds=binds) as fake:
+            options = {
+                "api_host": fake.url,
+                "namespace": "sim",
+                "slots": "thread",
+                "workspace_cache_dir": str(work / "cache"),
+                "path": f"{sys.prefix}/bin:/usr/local/bin:/usr/bin:/bin",
+            }
+            agents = tuple(AgentSpec(name=f"gold{i}", harness="gold") for i in range(2))
+            spec = RunSpec(
+                run_id="sim",
+                release=str(release),
+                store="s3://bench/store",
+                agents=agents,
+                concurrency=2,
+                sandbox=SandboxConfig(backend="kubernetes", options=options),
+            )
+            register()
+            os.environ["RAY_AUTH_MODE"] = "disabled"  # a loopback-only instance
+            ray.init(
+                num_cpus=2,
+                include_dashboard=False,
+                log_to_driver=False,
+                configure_logging=False,
+                _node_ip_address="127.0.0.1",
+                runtime_env={"worker_process_setup_hook": "dataspace.sandbox.kubernetes.register"},
+            )
+            try:
+                before = Counter(counts)
+                outcome = execute_run(spec)
+            finally:
+                ray.shutdown()
+            calls = dict(fake.calls)
+            leftover = fake.pod_names()
+    attempts = len(outcome.rows)
+    s3 = {k: v - before.get(k, 0) for k, v in counts.items()}
+    return {
+        "attempts": attempts,
+        "statuses": Counter(r["status"] for r in outcome.rows),
+        "passed": sum(1 for r in outcome.rows if r.get("passed")),
+        "s3": s3,
+        "k8s": calls,
+        "leftover_pods": leftover,
+    }
+
+
+def _serve_fake(conn: Any) -> None:
+    from dataspace.testing.fake_k8s import FakeKubernetes
+
+    with FakeKubernetes(runtime="host") as fake:
+        conn.send(fake.url)
+        conn.recv()
+
+
+def _rss() -> int:
+    for line in Path("/proc/self/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1]) * 1024
+    return 0
+
+
+def measure_memory(work: Path, count: int = 32) -> dict[str, float]:
+    """Controller memory: importing the backend, and per live sandbox (fake in a subprocess)."""
+    import gc
+    import tracemalloc
+
+    parent, child = multiprocessing.Pipe()
+    proc = multiprocessing.get_context("fork").Process(target=_serve_fake, args=(child,))
+    proc.start()
+    try:
+        url = parent.recv()
+        rss0 = _rss()
+        from dataspace.sandbox.base import SandboxSpec
+        from dataspace.sandbox.kubernetes import KubernetesBackend
+
+        backend = KubernetesBackend(
+            api_host=url,
+            namespace="mem",
+            slots="thread",
+            workspace_cache_dir=str(work / "mem-cache"),
+        )
+        ws = work / "mem-ws"
+        ws.mkdir(exist_ok=True)
+        (ws / "data.csv").write_text("a\n1\n")
+        first = backend.create(SandboxSpec(workspace=ws, labels={"run": "mem"}))
+        first.exec("true")
+        rss1 = _rss()
+        gc.collect()
+        tracemalloc.start()
+        snap0 = tracemalloc.take_snapshot()
+        boxes = [
+            backend.create(SandboxSpec(workspace=ws, labels={"run": "mem"})) for _ in range(count)
+        ]
+        for box in boxes:
+            box.exec("true")
+        gc.collect()
+        snap1 = tracemalloc.take_snapshot()
+        rss2 = _rss()
+        heap = sum(s.size_diff for s in snap1.compare_to(snap0, "filename"))
+        tracemalloc.stop()
+        for box in [first, *boxes]:
+            box.close()
+    finally:
+        parent.send("stop")
+        proc.join(timeout=30)
+    return {
+        "import_and_first_sandbox_mib": (rss1 - rss0) / 2**20,
+        "rss_per_sandbox_kib": (rss2 - rss1) / count / 1024,
+        "python_heap_per_sandbox_kib": heap / count / 1024,
+    }
+
+
+# ---- report -----------------------------------------------------------------------------------
+
+
+def fmt_hours(seconds: float) -> str:
+    return f"{seconds / 3600:6.2f} h"
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--repeats", type=int, default=5, help="draws per scenario (median shown)")
+    p.add_argument("--no-measure", action="store_true", help="skip the measured part")
+    args = p.parse_args(argv)
+
+    print(f"== fitted agent latency (Weibull, capped at {WALL_SECONDS:.0f} s), 410 draws each")
+    rng = random.Random(args.seed)
+    print(f"{'backbone':18} {'k':>5} {'mean':>7} {'P90':>7} | {'sim mean':>8} {'sim P90':>8}")
+    for name, (mean, p90) in BACKBONES.items():
+        k, scale = weibull_for(mean, p90)
+        xs = sorted(min(WALL_SECONDS, rng.weibullvariate(scale, k)) for _ in range(20000))
+        print(
+            f"{name:18} {k:5.2f} {mean:7.1f} {p90:7.1f} | {statistics.fmean(xs):8.1f} "
+            f"{xs[int(0.9 * len(xs))]:8.1f}"
+        )
+
+    def run(sc: Scenario) -> Outcome:
+        outs = []
+        for r in range(args.repeats):
+            rng = random.Random(args.seed * 1000 + r)
+            attempts = ordered(draw_attempts(rng, sc), sc.order, rng)
+            outs.append(simulate(attempts, sc))
+        outs.sort(key=lambda o: o.makespan)
+        return outs[len(outs) // 2]
+
+    print(
+        "\n== 410 tasks x 6 backbones = 2,460 attempts, 64 at a time (median of "
+        f"{args.repeats} draws)"
+    )
+    header = (
+        f"{'scenario':44} {'makespan':>9} {'ideal':>9} {'ratio':>6} "
+        f"{'start wait':>10} {'pending':>7}"
+    )
+    print(header)
+    scenarios = [
+        ("plan order, pod start 4 s (P90 10 s)", Scenario()),
+        ("shuffled order", Scenario(order="shuffled")),
+        ("longest backbone first", Scenario(order="longest-first")),
+        ("cold image pulls: start 30 s (P90 90 s)", Scenario(startup_median=30, startup_p90=90)),
+        ("creation limit 4", Scenario(max_pending=4)),
+        (
+            "creation limit 4, cold pulls",
+            Scenario(max_pending=4, startup_median=30, startup_p90=90),
+        ),
+        ("creation limit 64", Scenario(max_pending=64)),
+        (
+            "creation limit 64, cold pulls",
+            Scenario(max_pending=64, startup_median=30, startup_p90=90),
+        ),
+        ("node-local cache instead of streaming", Scenario(staging="node")),
+        ("shared volume instead of streaming", Scenario(staging="shared")),
+    ]
+    results = {}
+    for label, sc in scenarios:
+        out = run(sc)
+        results[label] = out
+        print(
+            f"{label:44} {fmt_hours(out.makespan):>9} {fmt_hours(out.ideal):>9} "
+            f"{out.makespan / out.ideal:6.3f} {out.startup_wait:9.1f}s {out.pending_peak:7d}"
+        )
+    base = results[scenarios[0][0]]
+    node = results[scenarios[-2][0]]
+    shared = results[scenarios[-1][0]]
+    print(
+        f"\nworkspace bytes moved for the sandboxes: streaming {base.staged_bytes / 1e9:.1f} GB "
+        f"through the API server (every attempt); node-local caches "
+        f"{node.staged_bytes / 1e9:.1f} GB (each workspace once per node that runs it, 16 "
+        f"nodes); one shared volume {shared.staged_bytes / 1e9:.1f} GB (once per workspace)"
+    )
+
+    if args.no_measure:
+        return 0
+    print(
+        "\n== measured: one real run (gold, 3 tasks x 2 agents; Ray, kubernetes backend on the "
+        "loopback fake, s3 on moto)"
+    )
+    with tempfile.TemporaryDirectory(prefix="ds-sim-") as tmp:
+        work = Path(tmp)
+        measured = measure_run(work)
+        if measured:
+            n = measured["attempts"]
+            s3 = measured["s3"]
+            print(
+                f"  attempts {n}, statuses {dict(measured['statuses'])}, passed "
+                f"{measured['passed']}, pods left {len(measured['leftover_pods'])}"
+            )
+            per = {k: v / n for k, v in s3.items()}
+            kinds = ", ".join(
+                f"{k.split()[1]} {v:.1f}"
+                for k, v in sorted(per.items())
+                if k.startswith("requests ")
+            )
+            print(
+                f"  S3 requests per attempt (whole run incl. spec, scan, results): "
+                f"{per.get('requests', 0):.1f} ({kinds})"
+            )
+            print(
+                f"  S3 bytes per attempt: up {per.get('bytes up', 0) / 1024:.1f} KiB, down "
+                f"{per.get('bytes down', 0) / 1024:.1f} KiB"
+            )
+            k8s = measured["k8s"]
+            print(
+                "  Kubernetes API calls per attempt: "
+                + ", ".join(f"{k} {v / n:.1f}" for k, v in sorted(k8s.items()))
+            )
+            total = 2460
+            print(
+                f"  projected for 2,460 attempts: {per.get('requests', 0) * total:,.0f} S3 "
+                f"requests, {per.get('bytes up', 0) * total / 1e6:,.1f} MB written (agent traces "
+                f"of real models are larger than gold's); the release is read from the store "
+                f"once ({RELEASE_BYTES / 1e9:.2f} GB) into the shared volume"
+            )
+        mem = measure_memory(work)
+        print(
+            f"  controller memory: import + first sandbox {mem['import_and_first_sandbox_mib']:.1f}"
+            f" MiB; per live sandbox {mem['rss_per_sandbox_kib']:.0f} KiB RSS, "
+            f"{mem['python_heap_per_sandbox_kib']:.0f} KiB Python heap (64 live sandboxes: "
+            f"{64 * mem['rss_per_sandbox_kib'] / 1024:.1f} MiB)"
+        )
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

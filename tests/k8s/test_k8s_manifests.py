@@ -1,0 +1,310 @@
+"""Every manifest of k8s/ and every pod the backend generates validates strictly.
+
+Kubernetes version: 1.32 (the schemas ``kubernetes-validate`` ships, offline). KubeRay
+objects are checked against ``ray_crd_schemas`` and their pod templates strictly against
+the core ``PodTemplateSpec``. Overlays are rendered with ``kubectl kustomize`` when kubectl
+is installed.
+"""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+kubernetes_validate = pytest.importorskip(
+    "kubernetes_validate", reason="strict manifest validation needs kubernetes-validate"
+)
+
+from ray_crd_schemas import SCHEMAS, pod_templates  # noqa: E402
+
+from dataspace.runs.spec import parse_spec  # noqa: E402
+from dataspace.sandbox._k8s_exec import helper_argv  # noqa: E402
+from dataspace.sandbox._k8s_pod import (  # noqa: E402
+    PodTemplate,
+    StreamedWorkspace,
+    VolumeWorkspace,
+    pod_manifest,
+)
+from dataspace.sandbox.base import Limits  # noqa: E402
+from dataspace.sandbox.kubernetes import KubernetesOptions  # noqa: E402
+
+K8S_VERSION = "1.32.0"
+K8S = Path(__file__).resolve().parents[2] / "k8s"
+OVERLAYS = ["small", "large"]
+
+
+def validate(doc: dict[str, Any], where: str) -> None:
+    """Validate one object strictly; raise with the file and object named."""
+    import jsonschema
+
+    name = f"{where}: {doc.get('kind')}/{(doc.get('metadata') or {}).get('name')}"
+    try:
+        if doc["apiVersion"].startswith("ray.io/"):
+            jsonschema.Draft202012Validator(SCHEMAS[doc["kind"]]).validate(doc)
+            for _, template in pod_templates(doc):
+                wrapped = {
+                    "apiVersion": "v1",
+                    "kind": "PodTemplate",
+                    "metadata": {"name": "t", "namespace": "x"},
+                    "template": template,
+                }
+                kubernetes_validate.validate(wrapped, K8S_VERSION, strict=True)
+        else:
+            kubernetes_validate.validate(doc, K8S_VERSION, strict=True)
+    except (jsonschema.ValidationError, kubernetes_validate.ValidationError) as exc:
+        path = "/".join(str(p) for p in exc.absolute_path)
+        raise AssertionError(f"{name} is invalid at {path or '<root>'}: {exc.message}") from None
+
+
+def load_docs(path: Path) -> list[dict[str, Any]]:
+    return [d for d in yaml.safe_load_all(path.read_text()) if d]
+
+
+def render(overlay: str) -> list[dict[str, Any]]:
+    kubectl = shutil.which("kubectl")
+    if kubectl is None:
+        pytest.skip("kubectl (with its built-in kustomize) is not installed")
+    out = subprocess.run(
+        [kubectl, "kustomize", str(K8S / overlay)],
+        capture_output=True,
+        text=True,
+        check=False,
+        timeout=60,
+    )
+    assert out.returncode == 0, out.stderr
+    return [d for d in yaml.safe_load_all(out.stdout) if d]
+
+
+def manifest_files() -> list[Path]:
+    """Every file holding whole objects: the base, the jobs, overlay resources."""
+    files = [
+        *(K8S / "base").glob("*.yaml"),
+        *(K8S / "jobs").glob("*.yaml"),
+        K8S / "overlays" / "small" / "minio.yaml",
+        K8S / "overlays" / "small" / "store-credentials.yaml",
+        K8S / "secrets.example.yaml",
+    ]
+    return sorted(p for p in files if p.name != "kustomization.yaml")
+
+
+@pytest.mark.parametrize("path", manifest_files(), ids=lambda p: f"{p.parent.name}/{p.name}")
+def test_every_manifest_file_validates_strictly(path: Path) -> None:
+    docs = load_docs(path)
+    assert docs, f"{path} holds no object"
+    for doc in docs:
+        validate(doc, path.name)
+
+
+@pytest.mark.parametrize("overlay", ["base", *[f"overlays/{o}" for o in OVERLAYS]])
+def test_every_rendered_overlay_validates_strictly(overlay: str) -> None:
+    docs = render(overlay)
+    kinds = {d["kind"] for d in docs}
+    assert {
+        "Namespace",
+        "Role",
+        "RoleBinding",
+        "NetworkPolicy",
+        "ResourceQuota",
+        "LimitRange",
+        "RayCluster",
+        "ValidatingAdmissionPolicy",
+    } <= kinds
+    for doc in docs:
+        validate(doc, overlay)
+
+
+def test_a_strict_schema_catches_a_typo() -> None:
+    """Guards the validator itself: an unknown field must fail, not pass silently."""
+    doc = load_docs(K8S / "base" / "limitrange.yaml")[0]
+    doc["spec"]["limits"][0]["maxx"] = {"cpu": "1"}
+    with pytest.raises(AssertionError, match="maxx"):
+        validate(doc, "typo")
+    ray = load_docs(K8S / "jobs" / "run.yaml")[0]
+    ray["spec"]["entrypint"] = "x"
+    with pytest.raises(AssertionError, match="entrypint"):
+        validate(ray, "typo")
+
+
+def _options_of(docs: list[dict[str, Any]]) -> tuple[Any, KubernetesOptions]:
+    config = next(
+        d for d in docs if d["kind"] == "ConfigMap" and d["metadata"]["name"] == "dataspace-run"
+    )
+    spec = parse_spec(yaml.safe_load(config["data"]["spec.yaml"]), source="dataspace-run")
+    return spec, KubernetesOptions.from_options(dict(spec.sandbox.options))
+
+
+@pytest.mark.parametrize("overlay", ["base", *[f"overlays/{o}" for o in OVERLAYS]])
+def test_the_run_spec_of_each_deployment_is_valid_and_its_pods_validate(overlay: str) -> None:
+    """Guards the agreement of manifests and code: the deployed spec builds valid pods."""
+    spec, options = _options_of(render(overlay))
+    assert spec.sandbox.backend == "kubernetes"
+    limits = Limits(
+        cpus=spec.sandbox.cpus,
+        memory_bytes=spec.sandbox.memory_bytes,
+        pids=spec.sandbox.pids,
+        wall_seconds=spec.limits.wall_seconds + 60,
+        output_bytes=spec.sandbox.output_bytes,
+        tmp_bytes=spec.sandbox.tmp_bytes,
+    )
+    template = PodTemplate(
+        namespace=options.namespace,
+        image=options.image,
+        helper_argv=helper_argv(),
+        image_pull_policy=options.image_pull_policy,
+    )
+    if options.workspace_volume is None:
+        workspace: Any = StreamedWorkspace(size_bytes=74 * 1024**2)
+    else:
+        workspace = VolumeWorkspace(
+            volume=options.workspace_volume,
+            sub_path="ws/abc",
+            node="node-1" if options.pin_to_node else None,
+        )
+    pod = pod_manifest(
+        template=template,
+        name="ds-x-task-1-a1-abc",
+        sandbox_id="abc",
+        labels={"run": spec.run_id, "task": "task_1"},
+        limits=limits,
+        workspace=workspace,
+        image=spec.sandbox.image,
+    )
+    validate(pod, f"{overlay} sandbox pod")
+    main = pod["spec"]["containers"][0]["resources"]
+    assert main["requests"] == main["limits"]
+
+
+LIMITS = Limits(
+    cpus=4,
+    memory_bytes=16 * 1024**3,
+    pids=256,
+    wall_seconds=1860,
+    output_bytes=4 * 1024**3,
+    tmp_bytes=2 * 1024**3,
+)
+FULL_TEMPLATE = PodTemplate(
+    namespace="dataspace-sandboxes",
+    image="ghcr.io/dataspace-bench/runtime:1.0.0",
+    helper_argv=helper_argv(),
+    uid=200123,
+    tmp_medium="Memory",
+    node_selector={"pool": "sandboxes"},
+    tolerations=[{"key": "sandbox", "operator": "Exists", "effect": "NoSchedule"}],
+    runtime_class="gvisor",
+    priority_class="dataspace-sandbox",
+    image_pull_secrets=["regcred"],
+    extra_annotations={"dataspace.io/controller": "worker-1"},
+)
+
+
+@pytest.mark.parametrize("mode", ["stream", "pvc", "hostpath"])
+def test_generated_sandbox_pods_validate_and_are_locked_down(mode: str) -> None:
+    workspace: StreamedWorkspace | VolumeWorkspace
+    if mode == "stream":
+        workspace = StreamedWorkspace(size_bytes=31 * 1024**2)
+    elif mode == "pvc":
+        workspace = VolumeWorkspace(
+            volume={"persistentVolumeClaim": {"claimName": "ws", "readOnly": True}},
+            sub_path="ws/0123",
+        )
+    else:
+        workspace = VolumeWorkspace(
+            volume={"hostPath": {"path": "/var/lib/dataspace/cache", "type": "Directory"}},
+            sub_path="ws/0123",
+            node="node-7",
+        )
+    labels = {"run": "bench@v1+x", "agent": "gpt-5.6", "task": "task_410", "attempt": "3"}
+    pod = pod_manifest(
+        template=FULL_TEMPLATE,
+        name="ds-bench-v1-x-task-410-a3-abcdef",
+        sandbox_id="abcdef",
+        labels=labels,
+        limits=LIMITS,
+        workspace=workspace,
+    )
+    validate(pod, f"generated {mode} pod")
+    spec = pod["spec"]
+    assert spec["restartPolicy"] == "Never"
+    assert spec["automountServiceAccountToken"] is False
+    assert spec["activeDeadlineSeconds"] >= LIMITS.wall_seconds
+    assert spec["securityContext"]["runAsNonRoot"] is True
+    for container in [*spec["containers"], *spec.get("initContainers", [])]:
+        sc = container["securityContext"]
+        assert sc["readOnlyRootFilesystem"] is True
+        assert sc["allowPrivilegeEscalation"] is False
+        assert sc["capabilities"] == {"drop": ["ALL"]}
+        assert container["resources"]["requests"] == container["resources"]["limits"]
+        assert container["resources"]["limits"]["cpu"] == "4"
+        assert container["resources"]["limits"]["memory"] == "16Gi"
+        assert "env" not in container or all("valueFrom" not in e for e in container["env"])
+        assert "envFrom" not in container
+    mounts = {m["mountPath"]: m for m in spec["containers"][0]["volumeMounts"]}
+    assert mounts["/workspace"]["readOnly"] is True
+    assert set(mounts) == {"/workspace", "/output", "/tmp"}
+    meta = pod["metadata"]["labels"]
+    assert meta["dataspace.io/task"] == "task_410" and meta["dataspace.io/attempt"] == "3"
+    assert meta["dataspace.io/run"].startswith("bench-v1-x-")
+    if mode == "hostpath":
+        assert spec["nodeSelector"]["kubernetes.io/hostname"] == "node-7"
+
+
+def test_rbac_grants_exactly_what_the_controller_calls() -> None:
+    role = next(d for d in load_docs(K8S / "base" / "rbac.yaml") if d["kind"] == "Role")
+    assert role["metadata"]["namespace"] == "dataspace-sandboxes"
+    grants = {(r, v) for rule in role["rules"] for r in rule["resources"] for v in rule["verbs"]}
+    needed = {("pods", v) for v in ("create", "get", "list", "watch", "delete")} | {
+        ("pods/exec", "create"),
+        ("pods/exec", "get"),
+        ("events", "list"),
+    }
+    assert needed <= grants
+    assert not any(
+        r.startswith("secrets") or v in ("*", "patch", "update", "escalate", "bind")
+        for r, v in grants
+    )
+
+
+def test_sandboxes_get_no_egress_and_no_secrets() -> None:
+    policies = load_docs(K8S / "base" / "networkpolicies.yaml")
+    deny = next(p for p in policies if p["metadata"]["namespace"] == "dataspace-sandboxes")
+    assert deny["spec"]["podSelector"] == {}
+    assert set(deny["spec"]["policyTypes"]) == {"Ingress", "Egress"}
+    assert "egress" not in deny["spec"] and "ingress" not in deny["spec"]
+    for doc in load_docs(K8S / "secrets.example.yaml"):
+        assert doc["metadata"]["namespace"] == "dataspace"
+    for overlay in ["base", *[f"overlays/{o}" for o in OVERLAYS]]:
+        docs = render(overlay)
+        assert not [
+            d
+            for d in docs
+            if d["kind"] == "Secret" and d["metadata"]["namespace"] == "dataspace-sandboxes"
+        ]
+        secret_users = [d for d in docs if "secretRef" in str(d) or "secretKeyRef" in str(d)]
+        assert {d["kind"] for d in secret_users} <= {"RayCluster", "Deployment", "Job"}
+        assert all(d["metadata"]["namespace"] == "dataspace" for d in secret_users)
+    quota = load_docs(K8S / "base" / "resourcequota.yaml")[0]
+    assert quota["spec"]["hard"]["secrets"] == "0"
+
+
+def test_jobs_run_the_entrypoints_on_the_deployed_cluster() -> None:
+    cluster = load_docs(K8S / "base" / "raycluster.yaml")[0]
+    for name in ("build", "run", "report"):
+        job = load_docs(K8S / "jobs" / f"{name}.yaml")[0]
+        assert job["spec"]["clusterSelector"] == {"ray.io/cluster": cluster["metadata"]["name"]}
+        assert job["spec"]["entrypoint"].startswith(f"python -m ray_jobs.{name}")
+        assert job["metadata"]["namespace"] == cluster["metadata"]["namespace"]
+
+
+def test_the_kind_cluster_config_parses() -> None:
+    config = yaml.safe_load((K8S / "kind" / "cluster.yaml").read_text())
+    assert config["kind"] == "Cluster" and config["nodes"]
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(pytest.main([__file__]))
