@@ -6,7 +6,7 @@ Output, under the output folder (by default the first run's folder)::
     report.md                          the same as Markdown
     report/tables/<name>.csv|.parquet  every table
     report/figures/<name>.svg          every figure
-    report/traces/<run>/<agent>/<task>/<n>.html   one trace page per attempt
+    report/traces/<run>/<agent>/<task>-<n>.html   one trace page per attempt
                                                   (see ``dataspace.report.tracepages``)
 """
 

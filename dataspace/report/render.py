@@ -7,7 +7,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from dataspace.report.page import esc, fmt, page, table_html, table_markdown
+from dataspace.report.page import esc, fmt, is_missing, page, table_html, table_markdown
 
 logger = logging.getLogger(__name__)
 
@@ -30,7 +30,7 @@ class ReportData:
         title: the page title.
         runs: one mapping per run (run_id, uri, attempts, agents, wall_seconds, ...).
         labels: agent labels, best first.
-        tables: name -> DataFrame (see ``build.TABLES``).
+        tables: name -> DataFrame (the tables ``build_report`` writes).
         figures: name -> inline SVG.
         notes: remarks shown at the top (missing metadata, failures, conventions).
         cells: (task_id, label) -> attempts, for the per-task matrix with trace links.
@@ -70,13 +70,7 @@ ACCURACY_COLUMNS = {
 
 
 def _k(v: Any) -> str:
-    return fmt(v / 1000.0 if not _missing(v) else None, ".1f")
-
-
-def _missing(v: Any) -> bool:
-    from dataspace.report.page import is_missing
-
-    return is_missing(v)
+    return fmt(None if is_missing(v) else v / 1000.0, ".1f")
 
 
 def accuracy_display(acc: Any) -> Any:

@@ -183,10 +183,10 @@ def test_every_item_rejected_raises_after_writing_the_report(corpora, tmp_path):
 
 def test_bad_options_fail_before_any_work(corpora, tmp_path):
     items = load_source("ehrsql", corpora / "ehrsql" / "valid.json")
-    with pytest.raises(ConfigError, match="unknown renderer 'pdf'"):
-        build_release(items, tmp_path / "release", options=BuildOptions(renderers=("pdf",)))
+    with pytest.raises(ConfigError, match="unknown renderer 'docx'"):
+        build_release(items, tmp_path / "release", options=BuildOptions(renderers=("docx",)))
     with pytest.raises(ConfigError, match="unknown task database step"):
-        build_release(items, tmp_path / "release", options=BuildOptions(task_db="sample"))
+        build_release(items, tmp_path / "release", options=BuildOptions(task_db="subsample"))
     assert not (tmp_path / "release").exists()
     assert not (tmp_path / "build_report.json").exists()
 

@@ -186,9 +186,9 @@ def test_assignment_is_seeded_and_balanced():
 
 
 def test_unknown_renderer_lists_known_ones():
-    assert renderer_names() == ["csv", "json", "sqlite"]
-    with pytest.raises(ConfigError, match="known renderers: csv, json, sqlite"):
-        get_renderer("pdf")
+    assert renderer_names() == ["csv", "json", "markdown", "pdf", "sqlite"]
+    with pytest.raises(ConfigError, match="known renderers: csv, json, markdown, pdf, sqlite"):
+        get_renderer("docx")
 
 
 def test_file_names_are_safe_and_unique():

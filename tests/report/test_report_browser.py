@@ -1,0 +1,242 @@
+"""The HTML report and the trace pages in headless Chromium.
+
+They load from file:// without console errors or exceptions, fetch nothing but the page
+itself and inline data, show their tables and figures, a trace page is reachable from the
+report, and a trace crafted to break out of its page renders as inert text.
+Screenshots go to ``$DATASPACE_SCREENSHOTS`` when set (else the test's temporary folder).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import pytest
+import report_browser
+
+from dataspace.report import build_report
+from dataspace.report.synthetic import SAMPLE_PNG_URL, default_agents, write_synthetic_run
+from dataspace.store import open_store
+
+pytestmark = pytest.mark.integration
+
+BREAKOUT = "echo '</script><script>window.__pwned=2</script>'"
+HOSTILE_EVENTS = [
+    {"t": 0.0, "type": "attempt_start", "task": "task_1"},
+    {
+        "t": 0.5,
+        "type": "model_call",
+        "latency": 0.4,
+        "messages": [
+            {"role": "system", "content": "You are a data agent."},
+            {
+                "role": "user",
+                "content": [
+                    {"type": "text", "text": '<img src=x onerror="window.__pwned=1">'},
+                    {"type": "image_url", "image_url": {"url": SAMPLE_PNG_URL}},
+                ],
+            },
+        ],
+        "response": {
+            "choices": [
+                {
+                    "message": {
+                        "role": "assistant",
+                        "content": None,
+                        "reasoning_content": "think </script> first",
+                        "tool_calls": [
+                            {
+                                "id": "c1",
+                                "type": "function",
+                                "function": {
+                                    "name": "bash",
+                                    "arguments": json.dumps({"command": BREAKOUT}),
+                                },
+                            }
+                        ],
+                    }
+                }
+            ]
+        },
+        "usage": {
+            "prompt_tokens": 1200,
+            "completion_tokens": 80,
+            "prompt_tokens_details": {"cached_tokens": 1000},
+            "completion_tokens_details": {"reasoning_tokens": 30},
+        },
+    },
+    {
+        "t": 1.0,
+        "type": "tool",
+        "name": "bash",
+        "command": "echo hi",
+        "exit_code": 0,
+        "stdout": "</script><script>window.__pwned=3</script>",
+        "stderr": "<!-- <script>",
+        "duration": 0.2,
+        "timed_out": False,
+    },
+    {
+        "t": 1.2,
+        "type": "image",
+        "path": "/output/page.png",
+        "data_url": "javascript:window.__pwned=4",
+    },
+    {"t": 1.3, "type": "image", "data_url": SAMPLE_PNG_URL, "path": "/output/ok.png"},
+    {
+        "t": 1.5,
+        "type": "model_call",
+        "messages": [{"role": "user", "content": "rewritten"}],
+        "response": "a plain string reply",
+        "usage": {"input_tokens": 10, "output_tokens": 2, "cost_usd": 0.001},
+    },
+    {
+        "t": 1.6,
+        "type": "model_call",
+        "response": {
+            "role": "assistant",
+            "content": [{"type": "text", "text": "parts"}, {"type": "weird", "x": [1, 2]}],
+        },
+    },
+    {"t": 2.0, "type": "__proto__", "value": {"nested": ["<b>not bold</b>"]}},
+    {"t": 2.1, "type": "constructor"},
+    {"t": 2.2, "type": 5},
+    {
+        "type": "tool",
+        "name": "view_image",
+        "arguments": {"path": "/output/ok.png"},
+        "exit_code": 1,
+        "timed_out": True,
+    },
+    {"t": 2.5, "type": "error", "message": "boom <script>window.__pwned=5</script>"},
+    {"t": 3.0, "type": "submit", "path": "/output/prediction.csv"},
+    {"t": 3.1, "type": "brand_new_event", "payload": {"deep": {"er": [None, True, 1.5]}}},
+]
+RAW_TAIL = ["this line is not JSON <!--<script>window.__pwned=6</script>", "42", "[1, 2]"]
+
+
+def _chromium_or_skip() -> str:
+    path = report_browser.find_chromium()
+    if path is None:
+        pytest.skip("chromium is not installed (apt-get install -y chromium)")
+    return path
+
+
+@pytest.fixture(scope="module")
+def browser():
+    b = report_browser.Browser(_chromium_or_skip())
+    yield b
+    b.close()
+
+
+@pytest.fixture(scope="module")
+def report(tmp_path_factory):
+    root = tmp_path_factory.mktemp("browser-store")
+    store = open_store(str(root), fsync=False)
+    write_synthetic_run(store, "web", agents=default_agents(4), tasks=12, attempts=2, seed=5)
+    folder = "runs/web/attempts/model-1/task_1/1"
+    body = "".join(json.dumps(e) + "\n" for e in HOSTILE_EVENTS) + "\n".join(RAW_TAIL) + "\n"
+    store.delete(f"{folder}/events.jsonl")
+    store.put_bytes(f"{folder}/events.jsonl", body.encode())
+    out = root / "out"
+    res = build_report([str(root / "runs" / "web")], out=str(out))
+    return res, out
+
+
+def _shots() -> Path | None:
+    env = os.environ.get("DATASPACE_SCREENSHOTS")
+    if env:
+        Path(env).mkdir(parents=True, exist_ok=True)
+        return Path(env)
+    return None
+
+
+def _assert_clean(load) -> None:
+    assert load.errors == [], load.errors
+    for url in load.requests:  # the page itself and inline images only
+        assert url.startswith(("file://", "data:", "about:")), url
+
+
+def test_report_loads_clean_with_tables_figures_and_trace_links(browser, report, tmp_path):
+    res, out = report
+    page = browser.new_page()
+    load = page.goto((out / "report.html").as_uri())
+    _assert_clean(load)
+    assert page.eval("document.querySelectorAll('table').length") >= 10
+    assert page.eval("document.querySelectorAll('figure svg').length") == len(res.figures)
+    for table_id in (
+        "t-accuracy",
+        "t-efficiency_paper",
+        "t-efficiency",
+        "t-timings",
+        "t-characteristics",
+        "t-overlap",
+        "t-pass_at_k",
+        "per-task",
+    ):
+        assert page.eval(f"!!document.getElementById('{table_id}')"), table_id
+    rows = page.eval("document.querySelectorAll('#t-accuracy tbody tr').length")
+    assert rows == len(res.data["accuracy"])
+    # sorting a table by clicking its header runs without errors and reorders the rows
+    first = page.eval("document.querySelector('#t-accuracy tbody td').textContent")
+    page.eval("document.querySelectorAll('#t-accuracy th')[0].click()")
+    page.eval("document.querySelectorAll('#t-accuracy th')[0].click()")
+    after = page.eval("document.querySelector('#t-accuracy tbody td').textContent")
+    assert first and after
+    links = page.eval("Array.from(document.querySelectorAll('a.att')).length")
+    assert links == res.traces
+    shots = _shots() or tmp_path
+    page.screenshot(str(shots / "report.png"), max_height=6000)
+    assert (shots / "report.png").stat().st_size > 10_000
+    # follow a link from the report to a trace page and back
+    href = page.eval("document.querySelector('a.att').href")
+    load = page.goto(href)
+    assert int(page.wait_for("document.body.dataset.rendered")) > 5
+    _assert_clean(page.settle(load))
+    assert page.eval("document.body.dataset.fallbacks") == "0"
+    assert page.eval("document.querySelectorAll('#turns tbody tr').length") >= 2
+    assert page.eval("document.querySelectorAll('section.ev.model').length") >= 1
+    assert page.eval("document.querySelectorAll('section.ev.tool').length") >= 1
+    page.screenshot(str(shots / "trace.png"))
+    back = page.eval("document.getElementById('back').href")
+    assert back == (out / "report.html").as_uri()
+
+
+def test_a_hostile_trace_renders_as_text(browser, report, tmp_path):
+    _res, out = report
+    page = browser.new_page()
+    load = page.goto((out / "report/traces/web/model-1/task_1-1.html").as_uri())
+    page.wait_for("document.body.dataset.rendered")
+    _assert_clean(page.settle(load))
+    assert page.eval("typeof window.__pwned") == "undefined"
+    assert page.eval("document.querySelectorAll('script').length") == 3  # our own only
+    assert page.eval("document.getElementById('trace-events').dataset.encoding") == "zlib+base64"
+    assert page.eval("document.querySelectorAll('#timeline b').length") == 0
+    n_lines = len(HOSTILE_EVENTS) + len(RAW_TAIL)
+    assert page.eval("document.body.dataset.rendered") == str(n_lines)
+    assert page.eval("document.body.dataset.fallbacks") == "0"
+    text = page.eval("document.getElementById('timeline').textContent")
+    for needle in (
+        "window.__pwned=1",
+        "window.__pwned=2",
+        "window.__pwned=3",
+        "window.__pwned=5",
+        "window.__pwned=6",
+        "brand_new_event",
+        "a plain string reply",
+        "context was rewritten",
+        "not bold",
+        "timed out",
+        f"Line {len(HOSTILE_EVENTS) + 1} is not JSON",
+    ):
+        assert needle in text, needle
+    srcs = page.eval("Array.from(document.querySelectorAll('img')).map(i => i.src)")
+    assert len(srcs) == 2 and all(s.startswith("data:image/png;base64,") for s in srcs)
+    assert page.eval("document.querySelectorAll('#turns tbody tr').length") == 4  # 3 + total
+    cells = page.eval(
+        "Array.from(document.querySelectorAll('#turns tbody tr')[0].cells).map(c => c.textContent)"
+    )
+    assert cells[3:7] == ["1,200", "1,000", "80", "30"]
+    shots = _shots() or tmp_path
+    page.screenshot(str(shots / "trace-hostile.png"))
