@@ -37,7 +37,9 @@ ensure_venv() {
     local stamp; stamp=$(cat pyproject.toml constraints.txt | sha256sum | cut -c1-16)
     if [[ ! -f .venv/.dataspace-stamp || "$(cat .venv/.dataspace-stamp)" != "$stamp" ]]; then
         echo "installing the project into .venv (first run takes about a minute)" >&2
-        .venv/bin/python -m pip install -q --disable-pip-version-check -c constraints.txt -e '.[dev]'
+        # (the filter drops this machine's notes about absent local package folders)
+        .venv/bin/python -m pip install -q --disable-pip-version-check -c constraints.txt -e '.[dev]' \
+            2> >(grep -v "is ignored: it is neither a file nor a directory" >&2)
         echo "$stamp" > .venv/.dataspace-stamp
     fi
 }

@@ -108,6 +108,17 @@ class DataSpaceAgent:
     name = "dataspace-agent"
     needs_oracle = False
 
+    @classmethod
+    def check_settings(cls, settings: Mapping[str, Any], *, has_model: bool) -> None:
+        """Validate a run spec's settings for this harness before any attempt runs.
+
+        Raises:
+            ConfigError: unknown keys, bad values, or no model configured.
+        """
+        if not has_model:
+            raise ConfigError("dataspace-agent needs a model (id, base_url, key_env, prices)")
+        ReactSettings.parse(settings)
+
     def __init__(self, **settings: Any) -> None:
         self._defaults = dict(settings)
         self._cancel = threading.Event()

@@ -97,7 +97,7 @@ def pack_events(events: bytes | None) -> str:
     return base64.b64encode(zlib.compress(events or b"", 1)).decode("ascii")
 
 
-_SUMMARY_KEYS = (
+SUMMARY_KEYS = (
     "run_id",
     "agent",
     "harness",
@@ -144,7 +144,7 @@ def _missing(value: Any) -> bool:
 def summary_html(row: Mapping[str, Any] | None, run_meta: Mapping[str, Any] | None) -> str:
     """The attempt's facts as a two-column table (results row first, then ``run.json``)."""
     src: dict[str, Any] = {}
-    for k in _SUMMARY_KEYS:
+    for k in SUMMARY_KEYS:
         for doc in (row, run_meta):
             if doc and k in doc and not _missing(doc[k]):
                 src[k] = doc[k]

@@ -31,6 +31,7 @@ from dataspace.errors import ConfigError, NotFoundError, StoreError
 from dataspace.report.load import OutFolder, RunData, RunSource
 from dataspace.report.page import is_missing
 from dataspace.report.render import AttemptCell
+from dataspace.report.trace import SUMMARY_KEYS
 from dataspace.store.keys import TEMP_MARK
 
 logger = logging.getLogger(__name__)
@@ -51,30 +52,7 @@ IMAGE_TYPES = {
     ".gif": "image/gif",
     ".webp": "image/webp",
 }
-ROW_FIELDS = (
-    "run_id",
-    "agent",
-    "harness",
-    "model",
-    "task_id",
-    "attempt",
-    "status",
-    "passed",
-    "error_code",
-    "error",
-    "infra_retries",
-    "input_tokens",
-    "cached_input_tokens",
-    "output_tokens",
-    "reasoning_tokens",
-    "cost_usd",
-    "model_turns",
-    "tool_actions",
-    "wall_seconds",
-    "working_seconds",
-    "sandbox_enforcement",
-    "verdict",
-)
+ROW_FIELDS = (*SUMMARY_KEYS, "verdict")
 _SEG = re.compile(r"[^A-Za-z0-9._-]")
 
 

@@ -107,6 +107,7 @@ def execute_run(
         task_ids = [t for t in all_ids if t in set(spec.tasks)]
     else:
         task_ids = all_ids
+    check_agents(spec)
     identity = spec.identity(release.fingerprint())
     _claim_run(store, layout, spec, identity)
 
@@ -147,6 +148,24 @@ def execute_run(
         executed=len(pending),
         infra_failures=infra,
     )
+
+
+def check_agents(spec: RunSpec) -> None:
+    """Resolve every agent's harness and validate its settings before anything runs.
+
+    Raises:
+        ConfigError: an unknown harness or invalid settings (one line naming the agent).
+    """
+    from dataspace.agents import get_agent
+
+    for a in spec.agents:
+        try:
+            agent = get_agent(a.harness)
+            check = getattr(type(agent), "check_settings", None)
+            if check is not None:
+                check(dict(a.settings), has_model=a.model is not None)
+        except ConfigError as exc:
+            raise ConfigError(f"agent {a.name!r}: {exc}") from None
 
 
 def _claim_run(store: Any, layout: RunLayout, spec: RunSpec, identity: dict[str, Any]) -> None:

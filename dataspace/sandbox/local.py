@@ -429,11 +429,14 @@ class LocalSandbox:
             f"id={self.id}", f"ppid={os.getpid()}", f"deadline={self._deadline:.6f}",
             f"root={self._dir / 'root'}", f"userns={userns}",
         ]  # fmt: skip
+        # /tmp first: the host's Python or venv may live under /tmp (a CI clone, say), and
+        # a later tmpfs on /tmp would hide its bind mount.
+        argv += ["tmpfs", TMP_DIR, f"size={limits.tmp_bytes},mode=1777"]
         for op in backend.system_ops:
             argv.extend(op)
         argv += ["bind", str(workspace), WORKSPACE_DIR]
         argv += ["tmpfs", OUTPUT_DIR, f"size={limits.output_bytes},mode=0755,uid={uid},gid={uid}"]
-        argv += ["tmpfs", TMP_DIR, f"size={limits.tmp_bytes},mode=1777", "dev", "proc"]
+        argv += ["dev", "proc"]
         return argv
 
     def _start_init(self, workspace: Path) -> dict[str, float]:

@@ -562,15 +562,17 @@ class FakeKubernetes:
                 'mkdir -p "$R/proc" "$R/dev"; mount -t proc proc "$R/proc"; '
                 'mount --rbind /dev "$R/dev"',
             ]
+            # volumes first, then the "image" (the host's Python): a venv that lives under
+            # /tmp on the host must not be hidden by the pod's /tmp volume
+            for path, src, ro in mounts:
+                lines.append(f'mkdir -p "$R"{_q(path)}; mount --bind {_q(str(src))} "$R"{_q(path)}')
+                if ro:
+                    lines.append(f'mount -o remount,bind,ro "$R"{_q(path)}')
             for extra in self.image_binds:
                 lines.append(
                     f'mkdir -p "$R"{_q(extra)}; mount --rbind {_q(extra)} "$R"{_q(extra)}; '
                     f'mount -o remount,bind,ro "$R"{_q(extra)}'
                 )
-            for path, src, ro in mounts:
-                lines.append(f'mkdir -p "$R"{_q(path)}; mount --bind {_q(str(src))} "$R"{_q(path)}')
-                if ro:
-                    lines.append(f'mount -o remount,bind,ro "$R"{_q(path)}')
             lines.append(
                 f'cd "$R"; exec chroot "$R" setpriv {" ".join(drop)} -- /bin/sh -c {_q(enter)} "$@"'
             )

@@ -3,10 +3,10 @@ import json
 
 import pytest
 
-from dataspace.errors import SpecChangedError
+from dataspace.errors import ConfigError, SpecChangedError
 from dataspace.runs.controller import execute_run, plan_attempts
 from dataspace.runs.results import read_results
-from dataspace.runs.spec import AgentSpec, LimitsSpec, RunSpec, SandboxConfig
+from dataspace.runs.spec import AgentSpec, LimitsSpec, ModelSpec, RunSpec, SandboxConfig
 from dataspace.store import open_store
 from dataspace.testing.releases import write_tiny_release
 
@@ -80,3 +80,16 @@ def test_attempt_keys_cover_what_decides_results(tmp_path):
     c = plan_attempts(_spec(tmp_path, sandbox=SandboxConfig(cpus=2)), ["task_1"])[0].key
     assert len({a, b, c}) == 3
     assert plan_attempts(_spec(tmp_path, concurrency=7), ["task_1"])[0].key == a
+
+
+@pytest.mark.parametrize(("agent", "needle"), [
+    (AgentSpec(name="x", harness="no-such-harness"), "unknown harness"),
+    (AgentSpec(name="x", harness="dataspace-agent"), "needs a model"),
+    (AgentSpec(name="x", harness="dataspace-agent", model=ModelSpec(id="m"),
+               settings={"temprature": 0.1}), "unknown keys ['temprature']"),
+])
+def test_bad_agents_fail_before_any_attempt(tmp_path, agent, needle):
+    with pytest.raises(ConfigError) as ei:
+        execute_run(_spec(tmp_path, agents=(agent,)))
+    assert needle in str(ei.value) and "agent 'x'" in str(ei.value)
+    assert not (tmp_path / "store").exists()

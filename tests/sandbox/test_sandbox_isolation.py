@@ -7,10 +7,12 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import signal
 import socket
 import subprocess
 import sys
+import tempfile
 import textwrap
 import time
 from collections.abc import Callable, Iterator
@@ -287,3 +289,26 @@ def test_creating_a_backend_sweeps_what_dead_controllers_left(local_backend: Loc
     LocalBackend(state_dir=local_backend.state_dir, enforcement=local_backend.enforcement)
     assert not entry.exists()
     assert [g for g in groups if g.exists()] == []
+
+
+def test_a_python_installed_under_tmp_stays_visible(
+    local_backend: LocalBackend, workspace: Path, tmp_path: Path
+) -> None:
+    """Guards CI clones under /tmp: the sandbox's own /tmp must not hide the host's venv."""
+    prefix = Path(tempfile.mkdtemp(prefix="ds-venv-", dir="/tmp"))
+    try:
+        (prefix / "bin").mkdir()
+        (prefix / "bin" / "tool").write_text("#!/bin/sh\necho from-the-venv\n")
+        (prefix / "bin" / "tool").chmod(0o755)
+        prefix.chmod(0o755)
+        local_backend.system_ops.append(("bind", str(prefix), str(prefix)))
+        sandbox = local_backend.create(SandboxSpec(workspace=workspace, limits=Limits()))
+        try:
+            assert sandbox.exec(f"{prefix}/bin/tool").stdout == "from-the-venv\n"
+            assert sandbox.exec("echo x > /tmp/scratch && cat /tmp/scratch").stdout == "x\n"
+            assert sandbox.exec(f"touch {prefix}/bin/new").exit_code != 0  # still read-only
+        finally:
+            sandbox.close()
+    finally:
+        local_backend.system_ops.remove(("bind", str(prefix), str(prefix)))
+        shutil.rmtree(prefix)
