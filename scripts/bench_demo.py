@@ -52,12 +52,14 @@ def main() -> None:
     for i in range(args.runs):
         with tempfile.TemporaryDirectory() as tmp:
             t0 = time.monotonic()
-            proc = subprocess.Popen([sys.executable, "-m", "dataspace.cli", "demo", "--out",
-                                     str(Path(tmp) / "demo")], stdout=subprocess.PIPE,
-                                    stderr=subprocess.STDOUT)
+            proc = subprocess.Popen(
+                [sys.executable, "-m", "dataspace.cli", "demo", "--out", str(Path(tmp) / "demo")],
+                stdout=subprocess.PIPE,
+                stderr=subprocess.STDOUT,
+            )
             stop = threading.Event()
 
-            def sample(pid: int = proc.pid) -> None:
+            def sample(pid: int = proc.pid, stop: threading.Event = stop) -> None:
                 nonlocal peak_driver
                 while not stop.is_set():
                     peak_driver = max(peak_driver, _rss_kib(pid))
@@ -76,14 +78,18 @@ def main() -> None:
                 raise SystemExit(f"demo run {i + 1} failed")
             times.append(dt)
             print(f"run {i + 1}: {dt:.1f} s")
-    print(f"demo wall time: median {statistics.median(times):.1f} s over {len(times)} runs "
-          f"(min {min(times):.1f}, max {max(times):.1f})")
+    print(
+        f"demo wall time: median {statistics.median(times):.1f} s over {len(times)} runs "
+        f"(min {min(times):.1f}, max {max(times):.1f})"
+    )
     print(f"driver peak RSS: {peak_driver / 1024:.0f} MiB")
     if worker_peaks:
         vals = sorted(worker_peaks.values())
-        print(f"Ray worker (one in-flight attempt) peak RSS: median "
-              f"{statistics.median(vals) / 1024:.0f} MiB, max {vals[-1] / 1024:.0f} MiB "
-              f"over {len(vals)} workers")
+        print(
+            f"Ray worker (one in-flight attempt) peak RSS: median "
+            f"{statistics.median(vals) / 1024:.0f} MiB, max {vals[-1] / 1024:.0f} MiB "
+            f"over {len(vals)} workers"
+        )
 
 
 if __name__ == "__main__":

@@ -368,6 +368,8 @@ def plan_document(
     total = len(table.rows) * len(columns)
     names = _ROLE_NAMES["zh" if language == "zh" else "en"]
     one_pass = total <= min(small_cells, block_cells)
+    clusters: list[tuple[str, ...]]
+    cluster_names: list[str]
     if one_pass or len(rest) <= 1:
         clusters = [tuple(c.name for c in rest)] if rest else [()]
         cluster_names = [names["desc"]]

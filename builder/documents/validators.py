@@ -117,7 +117,7 @@ def find_token(hay: str, needle: str) -> list[tuple[int, int]]:
     """
     if not needle:
         return []
-    out = []
+    out: list[tuple[int, int]] = []
     start = 0
     head = re.match(f"[{_WORD}]", needle[0]) is not None
     tail = re.match(f"[{_WORD}]", needle[-1]) is not None
@@ -238,16 +238,16 @@ def read_section(
                 continue
             out.values.setdefault(spec.cell_id, []).append(value)
     for i, para in enumerate(paragraphs):
-        r = owner[i]
+        owned = owner[i]
         spans: list[tuple[int, int]] = []
-        if r is not None:
-            for _spec, surface in by_row[r]:
+        if owned is not None:
+            for _spec, surface in by_row[owned]:
                 spans += find_token(para, surface)
         for span in typed_tokens(para):
             if not _inside(span, spans):
                 where = (
-                    f"of record {describe.get(r, f'row {r}')}"
-                    if r is not None
+                    f"of record {describe.get(owned, f'row {owned}')}"
+                    if owned is not None
                     else ("without a record")
                 )
                 out.errors.append(
@@ -255,10 +255,10 @@ def read_section(
                     ", which is none of its aligned cells (a competing or "
                     "invented value)"
                 )
-        if r is None or not domains:
+        if owned is None or not domains:
             continue
         for column, values in domains.items():
-            own = (own_values or {}).get((r, column))
+            own = (own_values or {}).get((owned, column))
             for v in values:
                 if v == own or v not in para:
                     continue
@@ -266,7 +266,7 @@ def read_section(
                     if not _inside(span, spans):
                         out.errors.append(
                             f"paragraph {i + 1} names {v!r}, another value of "
-                            f"field {column!r}, in record {describe.get(r, r)}"
+                            f"field {column!r}, in record {describe.get(owned, owned)}"
                         )
                         break
     return out

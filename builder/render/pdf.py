@@ -214,7 +214,7 @@ def pdf_paragraphs(data: bytes) -> list[str]:
     paras: list[str] = []
     with doc:
         clip = pymupdf.Rect(0, BODY_TOP - 2, PAGE_W, BODY_BOTTOM + 4)
-        for page in doc:
+        for page in doc:  # type: ignore[attr-defined]  # pymupdf's Document is iterable; its annotations omit __iter__
             lines: dict[float, list[tuple[float, float, str]]] = {}
             for block in page.get_text("dict", clip=clip)["blocks"]:
                 for line in block.get("lines", []):

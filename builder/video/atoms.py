@@ -238,12 +238,13 @@ def extract_atoms(
     tree = sqlglot.parse_one(sql, read="sqlite")
     atoms: list[PredicateAtom] = []
     literal_count: dict[str, int] = {}
-    for lit in tree.find_all(exp.Literal):
-        literal_count[lit.this.lower()] = literal_count.get(lit.this.lower(), 0) + 1
+    for lit_node in tree.find_all(exp.Literal):
+        literal_count[lit_node.this.lower()] = literal_count.get(lit_node.this.lower(), 0) + 1
     for node in tree.walk():
         kind = type(node).__name__
         if kind not in ("EQ", "NEQ", "GT", "GTE", "LT", "LTE"):
             continue
+        assert isinstance(node, exp.Binary)  # every comparison above is a Binary
         if node.find_ancestor(exp.Join) is not None or node.find_ancestor(exp.Having):
             continue
         op = OPERATORS[kind]

@@ -166,7 +166,7 @@ def component_for(
     if kind == "title":
         return {"type": "title", "title": title, "subtitle": t["brief"]}
     if kind == "config_panel":
-        preds = [atoms[a] for a in atom_ids if isinstance(atoms[a], PredicateAtom)]
+        preds = [p for p in (atoms[a] for a in atom_ids) if isinstance(p, PredicateAtom)]
         if len(preds) != 1 or preds[0].operator in ("=", "year"):
             raise StoryboardRejected("a configuration panel carries one comparison atom")
         p = preds[0]
@@ -180,7 +180,7 @@ def component_for(
             ],
         }
     if kind == "time_window":
-        preds = [atoms[a] for a in atom_ids if isinstance(atoms[a], PredicateAtom)]
+        preds = [p for p in (atoms[a] for a in atom_ids) if isinstance(p, PredicateAtom)]
         if len(preds) != 1 or preds[0].operator != "year":
             raise StoryboardRejected("a time window carries one year atom")
         p = preds[0]
@@ -193,7 +193,7 @@ def component_for(
             "atom": p.atom_id,
         }
     if kind == "card":
-        items = []
+        items: list[list[str | None]] = []
         for aid in atom_ids:
             a = atoms[aid]
             if isinstance(a, PredicateAtom):

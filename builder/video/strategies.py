@@ -23,11 +23,13 @@ import sqlite3
 from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeVar
 
 from builder.documents.plan import column_label
 from builder.tables import quote_ident
 from builder.video.atoms import AnswerAtom, AtomSet, PredicateAtom, display, question_span
+
+_Comparable = TypeVar("_Comparable", float, str)
 
 logger = logging.getLogger(__name__)
 
@@ -162,6 +164,8 @@ def _expand(question: str, span: tuple[int, int], zh: bool, operator: str) -> tu
     a, b = span
     if operator == "=":
         return span
+    before: tuple[str, ...]
+    after: tuple[str, ...]
     if operator == "year":
         before, after = ((), ("年",)) if zh else ((), ())
     else:
@@ -239,17 +243,18 @@ def _satisfies(value: Any, atom: PredicateAtom) -> bool:
         return False
     if atom.operator == "year":
         return str(value)[:4] == str(atom.value)
+    # Comparing two floats or two strings cannot raise, so the try only guards the casts.
     try:
-        a, b = (
-            (float(value), float(atom.value))
-            if isinstance(atom.value, int | float)
-            else (str(value), str(atom.value))
-        )
+        if isinstance(atom.value, int | float):
+            return _compare(float(value), float(atom.value), atom.operator)
+        return _compare(str(value), str(atom.value), atom.operator)
     except (TypeError, ValueError):
         return False
-    return {"=": a == b, "!=": a != b, ">": a > b, ">=": a >= b, "<": a < b, "<=": a <= b}[
-        atom.operator
-    ]
+
+
+def _compare(a: _Comparable, b: _Comparable, operator: str) -> bool:
+    """``a <operator> b`` for one of ``=``, ``!=``, ``>``, ``>=``, ``<``, ``<=``."""
+    return {"=": a == b, "!=": a != b, ">": a > b, ">=": a >= b, "<": a < b, "<=": a <= b}[operator]
 
 
 def _boundary(

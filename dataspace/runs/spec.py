@@ -28,7 +28,7 @@ import re
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
 from dataspace.errors import ConfigError
 
@@ -324,13 +324,13 @@ class _Reader:
     def __init__(self, source: str) -> None:
         self.source = source
 
-    def fail(self, key: str, problem: str) -> None:
+    def fail(self, key: str, problem: str) -> NoReturn:
         raise ConfigError(f"{self.source}: {key}: {problem}")
 
     def mapping(self, v: object, key: str) -> dict[str, Any]:
         if not isinstance(v, Mapping):
             self.fail(key, f"must be a mapping, got {type(v).__name__}")
-        return dict(v)  # type: ignore[arg-type]
+        return dict(v)
 
     def no_extra(self, d: Mapping[str, Any], allowed: set[str], key: str) -> None:
         extra = sorted(set(d) - allowed)
@@ -340,7 +340,7 @@ class _Reader:
     def string(self, v: object, key: str) -> str:
         if not isinstance(v, str) or not v.strip():
             self.fail(key, "must be a non-empty string")
-        return v  # type: ignore[return-value]
+        return v
 
     def name(self, v: object, key: str) -> str:
         s = self.string(v, key)
@@ -351,7 +351,7 @@ class _Reader:
     def number(self, v: object, key: str) -> float:
         if isinstance(v, bool) or not isinstance(v, int | float) or v < 0:
             self.fail(key, f"must be a non-negative number, got {v!r}")
-        return float(v)  # type: ignore[arg-type]
+        return float(v)
 
     def positive(self, v: object, key: str) -> float:
         x = self.number(v, key)
@@ -364,7 +364,7 @@ class _Reader:
             self.fail(
                 key, f"must be a {'non-negative' if allow_zero else 'positive'} integer, got {v!r}"
             )
-        return v  # type: ignore[return-value]
+        return v
 
 
 __all__ = [

@@ -82,12 +82,22 @@ def test_attempt_keys_cover_what_decides_results(tmp_path):
     assert plan_attempts(_spec(tmp_path, concurrency=7), ["task_1"])[0].key == a
 
 
-@pytest.mark.parametrize(("agent", "needle"), [
-    (AgentSpec(name="x", harness="no-such-harness"), "unknown harness"),
-    (AgentSpec(name="x", harness="dataspace-agent"), "needs a model"),
-    (AgentSpec(name="x", harness="dataspace-agent", model=ModelSpec(id="m"),
-               settings={"temprature": 0.1}), "unknown keys ['temprature']"),
-])
+@pytest.mark.parametrize(
+    ("agent", "needle"),
+    [
+        (AgentSpec(name="x", harness="no-such-harness"), "unknown harness"),
+        (AgentSpec(name="x", harness="dataspace-agent"), "needs a model"),
+        (
+            AgentSpec(
+                name="x",
+                harness="dataspace-agent",
+                model=ModelSpec(id="m"),
+                settings={"temprature": 0.1},
+            ),
+            "unknown keys ['temprature']",
+        ),
+    ],
+)
 def test_bad_agents_fail_before_any_attempt(tmp_path, agent, needle):
     with pytest.raises(ConfigError) as ei:
         execute_run(_spec(tmp_path, agents=(agent,)))

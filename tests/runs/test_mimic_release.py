@@ -15,15 +15,20 @@ SOURCES = Path(__file__).resolve().parents[2].parent / "shared" / "sources"
 ITEMS = SOURCES / "ehrsql_mimic3_demo" / "ehrsql_mimic3_demo.jsonl"
 
 pytestmark = [
-    pytest.mark.sources, pytest.mark.slow, pytest.mark.ray, pytest.mark.sandbox,
+    pytest.mark.sources,
+    pytest.mark.slow,
+    pytest.mark.ray,
+    pytest.mark.sandbox,
     pytest.mark.integration,
     pytest.mark.skipif(not ITEMS.is_file(), reason=f"{ITEMS} is absent (no shared sources)"),
 ]
 
 
 def test_mimic_release_has_every_modality_and_language_and_gold_scores_100(tmp_path, ray_local):
-    spec = BuildSpec(sources=(SourceSpec(kind="ehrsql-jsonl", path=str(ITEMS), limit=30),),
-                     stage3={"video_share": 0.5})
+    spec = BuildSpec(
+        sources=(SourceSpec(kind="ehrsql-jsonl", path=str(ITEMS), limit=30),),
+        stage3={"video_share": 0.5},
+    )
     report = build_parallel(spec, tmp_path / "rel", workers=2)
     assert len(report.accepted) == 30 and not report.rejected
     rel = Release(tmp_path / "rel")
@@ -42,8 +47,14 @@ def test_mimic_release_has_every_modality_and_language_and_gold_scores_100(tmp_p
     assert {"en", "zh"} <= {w for _, w in languages}
     assert any(q != w for q, w in languages)
 
-    run = execute_run(RunSpec(run_id="mimic", release=str(rel.root),
-                              store=f"file://{tmp_path / 'store'}",
-                              agents=(AgentSpec(name="gold", harness="gold"),), concurrency=2))
+    run = execute_run(
+        RunSpec(
+            run_id="mimic",
+            release=str(rel.root),
+            store=f"file://{tmp_path / 'store'}",
+            agents=(AgentSpec(name="gold", harness="gold"),),
+            concurrency=2,
+        )
+    )
     assert run.summary["agents"]["gold"]["accuracy"] == 1.0
     assert run.summary["agents"]["gold"]["scored"] == 30
