@@ -268,6 +268,18 @@ class _Extractor:
         )
 
     # ---- conditions -------------------------------------------------------------------
+    def _bind(self, block: int, col: Any, kind: str, op: str, values: tuple[Any, ...]) -> None:
+        self.preds.append(
+            PredicateBinding(
+                block=block, table=col.table, column=col.column, kind=kind, op=op, values=values
+            )
+        )
+
+    def _bound(self, block: int, col: Any, op: str, value: Any) -> None:
+        self.bounds.append(
+            BoundaryBinding(block=block, table=col.table, column=col.column, op=op, value=value)
+        )
+
     def _condition(
         self,
         block: int,
@@ -286,16 +298,7 @@ class _Extractor:
             col, other = (lcol, right) if lcol else (rcol, left)
             ok, value = _literal(other)
             if col and ok:
-                self.preds.append(
-                    PredicateBinding(
-                        block=block,
-                        table=col.table,
-                        column=col.column,
-                        kind="equality",
-                        op="=",
-                        values=(value,),
-                    )
-                )
+                self._bind(block, col, "equality", "=", (value,))
                 return
         elif name in _RANGE_OPS:
             op = _RANGE_OPS[name]
@@ -307,21 +310,8 @@ class _Extractor:
             col, other, op2 = (lcol, right, op) if lcol else (rcol, left, _FLIP[op])
             ok, value = _literal(other)
             if col and ok:
-                self.preds.append(
-                    PredicateBinding(
-                        block=block,
-                        table=col.table,
-                        column=col.column,
-                        kind="range",
-                        op=op2,
-                        values=(value,),
-                    )
-                )
-                self.bounds.append(
-                    BoundaryBinding(
-                        block=block, table=col.table, column=col.column, op=op2, value=value
-                    )
-                )
+                self._bind(block, col, "range", op2, (value,))
+                self._bound(block, col, op2, value)
                 return
             wrapped = self._wrapped_boundary(block, left, right, op) or self._wrapped_boundary(
                 block, right, left, _FLIP[op]
@@ -333,26 +323,9 @@ class _Extractor:
             ok1, low = _literal(cond.args.get("low"))
             ok2, high = _literal(cond.args.get("high"))
             if col and ok1 and ok2:
-                self.preds.append(
-                    PredicateBinding(
-                        block=block,
-                        table=col.table,
-                        column=col.column,
-                        kind="range",
-                        op="between",
-                        values=(low, high),
-                    )
-                )
-                self.bounds.append(
-                    BoundaryBinding(
-                        block=block, table=col.table, column=col.column, op=">=", value=low
-                    )
-                )
-                self.bounds.append(
-                    BoundaryBinding(
-                        block=block, table=col.table, column=col.column, op="<=", value=high
-                    )
-                )
+                self._bind(block, col, "range", "between", (low, high))
+                self._bound(block, col, ">=", low)
+                self._bound(block, col, "<=", high)
                 return
         elif isinstance(cond, exp.In):
             if self._in(block, cond):
@@ -362,30 +335,12 @@ class _Extractor:
             ok, value = _literal(cond.expression)
             if col and ok and isinstance(value, str):
                 op = "like" if isinstance(cond, exp.Like) else "glob"
-                self.preds.append(
-                    PredicateBinding(
-                        block=block,
-                        table=col.table,
-                        column=col.column,
-                        kind="pattern",
-                        op=op,
-                        values=(value,),
-                    )
-                )
+                self._bind(block, col, "pattern", op, (value,))
                 return
         elif isinstance(cond, exp.Is) and isinstance(cond.expression, exp.Null):
             col = self._base(_strip(cond.this))
             if col:
-                self.preds.append(
-                    PredicateBinding(
-                        block=block,
-                        table=col.table,
-                        column=col.column,
-                        kind="null",
-                        op="is null",
-                        values=(),
-                    )
-                )
+                self._bind(block, col, "null", "is null", ())
                 return
         elif (
             isinstance(cond, exp.Not)
@@ -394,16 +349,7 @@ class _Extractor:
         ):
             col = self._base(_strip(cond.this.this))
             if col:
-                self.preds.append(
-                    PredicateBinding(
-                        block=block,
-                        table=col.table,
-                        column=col.column,
-                        kind="null",
-                        op="is not null",
-                        values=(),
-                    )
-                )
+                self._bind(block, col, "null", "is not null", ())
                 return
         elif isinstance(cond, exp.Exists):
             return  # its correlation predicates belong to the inner block
@@ -423,16 +369,7 @@ class _Extractor:
                     return False
                 values.append(v)
             if col and values:
-                self.preds.append(
-                    PredicateBinding(
-                        block=block,
-                        table=col.table,
-                        column=col.column,
-                        kind="membership",
-                        op="in",
-                        values=tuple(values),
-                    )
-                )
+                self._bind(block, col, "membership", "in", tuple(values))
                 return True
             return False
         inner = query.this if isinstance(query, exp.Subquery) else query
