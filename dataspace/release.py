@@ -188,6 +188,7 @@ class Release:
         for task_id in ids:
             self.task(task_id)
             self.config(task_id)
+            self.metadata(task_id)
             if self.has_gold(task_id):
                 path = self.gold_path(task_id)
                 try:

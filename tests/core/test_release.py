@@ -113,6 +113,11 @@ def test_writer_round_trip_and_fingerprint(tmp_path):
             "output/task_7/gold.csv",
             "",
         ),
+        (
+            lambda r: (r / "metadata").mkdir() or (r / "metadata/task_7.json").write_text("[1"),
+            "metadata/task_7.json",
+            "invalid JSON",
+        ),
     ],
 )
 def test_bad_release_files_are_named_in_one_line(tmp_path, breakage, where, problem):
