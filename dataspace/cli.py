@@ -136,7 +136,16 @@ def _cmd_demo(args: argparse.Namespace) -> int:
 
     t0 = time.monotonic()
     with _progress_bar("run demo") as progress:
-        outcome = run_demo(Path(args.out), concurrency=args.concurrency, progress=progress)
+
+        def build_progress(done: int, total: int, _result: Any) -> None:
+            progress({"event": "build", "done": done, "total": total})
+
+        outcome = run_demo(
+            Path(args.out),
+            concurrency=args.concurrency,
+            progress=progress,
+            build_progress=build_progress,
+        )
     rep = outcome.build_report
     print(
         f"built {len(rep.accepted)} tasks into {outcome.release_dir} "
@@ -180,7 +189,11 @@ def _progress_bar(label: str) -> Iterator[Callable[[dict[str, Any]], None]]:
         handle: dict[str, Any] = {}
 
         def progress(ev: dict[str, Any]) -> None:
-            if ev.get("event") == "plan":
+            if ev.get("event") == "build":
+                if "build" not in handle:
+                    handle["build"] = bar.add_task("build release", total=ev["total"])
+                bar.update(handle["build"], completed=ev["done"], total=ev["total"])
+            elif ev.get("event") == "plan":
                 handle["id"] = bar.add_task(label, total=ev["total"], completed=ev["done"])
             elif "id" in handle:
                 bar.advance(handle["id"])

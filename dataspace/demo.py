@@ -51,9 +51,20 @@ def oracle_failures(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
 
 
 def run_demo(
-    out: Path, *, concurrency: int = 2, progress: Callable[[dict[str, Any]], None] | None = None
+    out: Path,
+    *,
+    concurrency: int = 2,
+    progress: Callable[[dict[str, Any]], None] | None = None,
+    build_progress: Callable[[int, int, Any], None] | None = None,
 ) -> DemoOutcome:
-    """Build ``out/release`` from the bundled corpora and run ``gold`` into ``out/store``."""
+    """Build ``out/release`` from the bundled corpora and run ``gold`` into ``out/store``.
+
+    Args:
+        out: the output folder.
+        concurrency: attempts (and item builds) at once.
+        progress: the run's progress callback (see ``execute_run``).
+        build_progress: called as ``(done, total, result)`` after each built item.
+    """
     from builder.parallel import BuildSpec, SourceSpec, build_parallel
     from dataspace.runs.controller import execute_run
     from dataspace.runs.spec import AgentSpec, RunSpec, SandboxConfig
@@ -69,7 +80,9 @@ def run_demo(
         ),
         stage3={"video_share": VIDEO_SHARE},
     )
-    report = build_parallel(build, release_dir, workers=max(1, concurrency), replace=True)
+    report = build_parallel(
+        build, release_dir, workers=max(1, concurrency), replace=True, progress=build_progress
+    )
     build_seconds = time.monotonic() - t0
     spec = RunSpec(
         run_id=DEMO_RUN_ID,
