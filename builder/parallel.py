@@ -43,7 +43,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from builder.report import REPORT_NAME, AcceptedItem
+from builder.report import REPORT_NAME, AcceptedItem, nothing_built, write_report_json
 from builder.sampling.policy import SamplingPolicy
 from builder.sources.base import Rejection, SourceItem
 from builder.transform.database import UnitOptions
@@ -358,12 +358,7 @@ class ParallelBuildReport:
 
     def write(self, path: Path) -> None:
         """Write the report as JSON (temp file + rename)."""
-        path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = path.parent / f".{path.name}.{uuid.uuid4().hex[:8]}.tmp"
-        tmp.write_text(
-            json.dumps(self.to_json(), ensure_ascii=False, indent=2) + "\n", encoding="utf-8"
-        )
-        os.replace(tmp, path)
+        write_report_json(path, self.to_json())
 
 
 # ---- content addressing ----------------------------------------------------------------------
@@ -998,12 +993,7 @@ def _write_release(
             records.append(rec)
         timings["write"] = time.perf_counter() - t_write
         if not accepted:
-            report().write(dest.parent / REPORT_NAME)
-            raise BuildError(
-                str(dest),
-                "build",
-                f"all {len(rejected)} items were rejected; see {dest.parent / REPORT_NAME}",
-            )
+            raise nothing_built(report(), dest, len(rejected))
     final = report()
     final.write(dest.parent / REPORT_NAME)
     logger.info(

@@ -23,7 +23,7 @@ from builder.metadata import task_metadata
 from builder.render.base import get_renderer
 from builder.render.routing import RenderFailure, Workspace, render_workspace
 from builder.render.sqlite_renderer import deserialize
-from builder.report import REPORT_NAME, AcceptedItem, BuildReport, StageTimer
+from builder.report import REPORT_NAME, AcceptedItem, BuildReport, StageTimer, nothing_built
 from builder.sources.base import LoadedSource, Rejection, SourceItem, one_line
 from builder.tables import TableData, read_tables
 from builder.taskdb import TaskDatabase, get_task_db_step
@@ -337,13 +337,7 @@ def build_release(
                 writer.add_task(artifacts)
             accepted.append(AcceptedItem(corpus=item.corpus, id=item.id, task_id=task_id))
         if not accepted:
-            # Raised inside the writer so that it removes the partial (empty) release.
-            finish().write(dest.parent / REPORT_NAME)
-            raise BuildError(
-                str(dest),
-                "build",
-                f"all {len(rejected)} items were rejected; see {dest.parent / REPORT_NAME}",
-            )
+            raise nothing_built(finish(), dest, len(rejected))
     report = finish()
     report.write(dest.parent / REPORT_NAME)
     logger.info(

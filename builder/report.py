@@ -84,12 +84,28 @@ class BuildReport:
 
     def write(self, path: Path) -> None:
         """Write the report as JSON (temp file + rename)."""
-        path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = path.parent / f".{path.name}.{uuid.uuid4().hex[:8]}.tmp"
-        tmp.write_text(
-            json.dumps(self.to_json(), ensure_ascii=False, indent=2) + "\n", encoding="utf-8"
-        )
-        os.replace(tmp, path)
+        write_report_json(path, self.to_json())
+
+
+def write_report_json(path: Path, obj: Mapping[str, Any]) -> None:
+    """Write a build report as JSON atomically (temp file in the same folder + rename)."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.parent / f".{path.name}.{uuid.uuid4().hex[:8]}.tmp"
+    tmp.write_text(json.dumps(obj, ensure_ascii=False, indent=2) + "\n", encoding="utf-8")
+    os.replace(tmp, path)
+
+
+def nothing_built(report: Any, dest: Path, rejected: int) -> Exception:
+    """Write the report of a build that accepted no item and return the error to raise.
+
+    Raised inside the release writer, the error also removes the partial (empty) release.
+    """
+    from dataspace.errors import BuildError
+
+    report.write(dest.parent / REPORT_NAME)
+    return BuildError(
+        str(dest), "build", f"all {rejected} items were rejected; see {dest.parent / REPORT_NAME}"
+    )
 
 
 class StageTimer:
@@ -112,4 +128,11 @@ class StageTimer:
         self.totals[stage] = self.totals.get(stage, 0.0) + seconds
 
 
-__all__ = ["REPORT_NAME", "AcceptedItem", "BuildReport", "StageTimer"]
+__all__ = [
+    "REPORT_NAME",
+    "AcceptedItem",
+    "BuildReport",
+    "StageTimer",
+    "nothing_built",
+    "write_report_json",
+]

@@ -110,9 +110,7 @@ def run_attempt(req: AttemptRequest) -> dict[str, Any]:
             )
             sandbox_info = dict(sandbox.info())
         except SandboxError as exc:
-            raise InfrastructureError(
-                f"sandbox failed to start: {exc}", code=getattr(exc, "code", None) or "sandbox"
-            ) from exc
+            raise _sandbox_fault(f"sandbox failed to start: {exc}", exc) from exc
         phases["sandbox_start"] = time.monotonic() - t
 
         agent = get_agent(req.agent.harness)
@@ -142,10 +140,7 @@ def run_attempt(req: AttemptRequest) -> dict[str, Any]:
         except InfrastructureError:
             raise
         except SandboxError as exc:
-            raise InfrastructureError(
-                f"sandbox failed during the agent: {exc}",
-                code=getattr(exc, "code", None) or "sandbox",
-            ) from exc
+            raise _sandbox_fault(f"sandbox failed during the agent: {exc}", exc) from exc
         except Exception as exc:  # a harness bug is the agent's outcome, not ours
             from dataspace.agents import AgentResult
 
@@ -160,9 +155,7 @@ def run_attempt(req: AttemptRequest) -> dict[str, Any]:
         try:
             sandbox.collect(outdir)
         except SandboxError as exc:
-            raise InfrastructureError(
-                f"collecting outputs failed: {exc}", code=getattr(exc, "code", None) or "sandbox"
-            ) from exc
+            raise _sandbox_fault(f"collecting outputs failed: {exc}", exc) from exc
         phases["collect"] = time.monotonic() - t
     finally:
         if sandbox is not None:
@@ -230,6 +223,11 @@ def run_attempt(req: AttemptRequest) -> dict[str, Any]:
         return row
     finally:
         shutil.rmtree(workdir, ignore_errors=True)
+
+
+def _sandbox_fault(message: str, exc: SandboxError) -> InfrastructureError:
+    """A sandbox failure as a retryable fault, keeping the backend's code (``image_pull``...)."""
+    return InfrastructureError(message, code=getattr(exc, "code", None) or "sandbox")
 
 
 def _sandbox_deadline(agent_wall: float) -> float:
