@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import json
 import logging
+import os
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import asdict, dataclass, field
@@ -240,6 +241,11 @@ def _fan_out(
         kwargs.update(ray_init)
         ray.init(**kwargs)
     remote = ray.remote(num_cpus=1, max_retries=0)(run_attempt)
+    keys = _model_keys(spec)
+    if keys:
+        # Workers may predate the key being exported (a Ray instance that was already
+        # running): hand the controller's keys to the attempt workers explicitly.
+        remote = remote.options(runtime_env={"env_vars": keys})
     agents = {a.name: a for a in spec.agents}
     queue: Iterator[PlannedAttempt] = iter(pending)
     in_flight: dict[Any, AttemptRequest] = {}
@@ -328,6 +334,12 @@ def _fan_out(
         if progress:
             progress(row)
     return stopped_for_spend
+
+
+def _model_keys(spec: RunSpec) -> dict[str, str]:
+    """The controller's model keys (by their ``key_env`` names) that are set right now."""
+    names = {a.model.key_env for a in spec.agents if a.model is not None and a.model.key_env}
+    return {n: os.environ[n] for n in sorted(names) if os.environ.get(n)}
 
 
 def _fields(req: AttemptRequest) -> dict[str, Any]:

@@ -198,3 +198,28 @@ def test_spend_cap_stops_scheduling_new_attempts(tiny_release, local_backend, ra
     assert statuses == ["not_scheduled", "submitted"]
     assert outcome.summary["stopped_for_spend_limit"] is True
     assert len({r.script for r in srv.requests}) == 1
+
+
+@pytest.mark.ray
+def test_model_keys_reach_ray_workers_started_before_the_key_was_set(
+    tiny_release, local_backend, tmp_path, monkeypatch
+):
+    """Guards key hand-over: a Ray instance already running (its workers started without the
+    key in their environment) must still get the controller's key for its attempts."""
+    ray = pytest.importorskip("ray")
+    from dataspace.runs.controller import execute_run
+
+    if ray.is_initialized():
+        ray.shutdown()
+    monkeypatch.delenv(KEY_ENV)
+    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False, configure_logging=False)
+    try:
+        monkeypatch.setenv(KEY_ENV, SECRET)
+        scripts = {t: solving_script(th) for t, th in THRESHOLDS.items()}
+        with ScriptedServer(scripts) as srv:
+            obj = _spec(tiny_release, tmp_path / "store", srv.url, "late-key")
+            outcome = execute_run(parse_spec(obj, source="late-key"))
+        assert {r["status"] for r in outcome.rows} == {"submitted"}
+        assert all(r["passed"] for r in outcome.rows)
+    finally:
+        ray.shutdown()
