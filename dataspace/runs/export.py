@@ -210,7 +210,7 @@ def export_bundle(
     manifest = {
         "schema_version": EXPORT_SCHEMA_VERSION,
         "run_id": spec_doc.get("spec", {}).get("run_id") or str(rows[0]["run_id"]),
-        "source": _scrub_text(str(store.uri)),
+        "source": _scrub_text(str(store.uri).rstrip("/")),
         "agent": agent,
         "attempt": attempt,
         "fingerprint": fingerprint,
