@@ -302,3 +302,22 @@ def test_fingerprint_depends_on_content_not_timestamps(tmp_path):
     data[-10] = ord("y")
     big.write_bytes(bytes(data))
     assert Release(root).fingerprint() != fp
+
+
+def test_the_official_shape_410_inputs_60_configs_validates(tmp_path):
+    """Guards running the real release: 410 task inputs, gold and configs for 60."""
+    import random
+
+    from dataspace.testing.releases import write_official_release
+
+    scored = tuple(sorted(random.Random(0).sample(range(1, 411), 60)))
+    root = write_official_release(tmp_path / "rel", tasks=410, scored=scored)
+    counts = Release(root).check()
+    assert len(counts.tasks) == 410 and counts.scored == tuple(f"task_{k}" for k in scored)
+    proc = subprocess.run(
+        [sys.executable, "-m", "dataspace.cli", "validate", str(root)],
+        capture_output=True,
+        text=True,
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert "410 tasks, all valid; 60 scored of 410 tasks, 350 unscored (no gold)" in proc.stdout
