@@ -66,6 +66,7 @@ _SECRET_KEY = re.compile(
 _SECRET_ENV = re.compile(r"(KEY|TOKEN|SECRET|PASSWORD|PASSWD|CREDENTIAL)", re.IGNORECASE)
 _USERINFO = re.compile(r"([A-Za-z][A-Za-z0-9+.-]*://)[^/@\s]+@")
 _MIN_SECRET = 8  # shorter values are too common to mean anything
+_MIN_GENERIC_SECRET = 16
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -484,16 +485,18 @@ def _scrub_text(text: str) -> str:
 
 def _secret_values(spec: Mapping[str, Any], env: Mapping[str, str]) -> dict[str, str]:
     """Credential variable name -> value, for the variables set in ``env``."""
-    names = {
+    keys = {
         str((a.get("model") or {}).get("key_env"))
         for a in spec.get("agents", [])
         if isinstance(a.get("model"), Mapping) and a["model"].get("key_env")
     }
-    names |= {n for n in env if _SECRET_ENV.search(n)}
     out = {}
-    for n in sorted(names):
+    for n in sorted(keys | {n for n in env if _SECRET_ENV.search(n)}):
         v = env.get(n) or ""
-        if len(v) >= _MIN_SECRET and not v.startswith("/"):
+        # a model key counts from 8 characters; other variables only when they look like a
+        # secret (long, one word, not a path), so a value like "disabled" is not mistaken
+        least = _MIN_SECRET if n in keys else _MIN_GENERIC_SECRET
+        if len(v) >= least and not v.startswith("/") and not any(c.isspace() for c in v):
             out[n] = v
     return out
 

@@ -306,6 +306,11 @@ def test_export_refuses_a_run_whose_files_hold_a_credential(official, tmp_path):
     assert SECRET not in str(ei.value)
     assert not (tmp_path / "b").exists()
     assert [p.name for p in tmp_path.iterdir()] == ["store"]
+    # an ordinary word in a variable named like a token ("submitted" is in every trace)
+    # is not taken for a credential
+    env = {KEY_ENV: SECRET, "UI_TOKEN_MODE": "submitted"}
+    bundle = export_bundle(str(official.run_dir), agent="react", out=tmp_path / "ok", environ=env)
+    assert len(bundle.predictions) == 11 and bundle.passed == 1
 
 
 def test_export_errors_are_one_line_with_exit_2(official, tmp_path):
