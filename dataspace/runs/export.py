@@ -42,7 +42,7 @@ import re
 import shutil
 import time
 import uuid
-from collections.abc import Iterable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -170,80 +170,83 @@ def export_bundle(
     if agent_spec is None:
         raise ConfigError(f"{run}: spec.json has no agent {agent!r}")
 
-    files: dict[str, bytes] = {}
-    records: list[dict[str, Any]] = []
-    run_records: dict[str, dict[str, Any]] = {}
-    missing: list[MissingPrediction] = []
-    predictions: list[str] = []
-    for row in rows:
-        task_id = str(row["task_id"])
-        rundir = f"tasks/{task_id}/run_{attempt}"
-        prefix = f"attempts/{agent}/{task_id}/{attempt}/"
-        keys = _list(store, prefix)
-        for key in keys:
-            files[f"{rundir}/{key[len(prefix) :]}"] = store.get_bytes(key)
-        if not keys:  # never run (skipped, not scheduled): the run's row is its record
-            files[f"{rundir}/result.json"] = _dumps(row)
-        record = _run_record(files.get(f"{rundir}/run.json"))
-        if record is not None:
-            run_records[task_id] = record
-        status = str(row["status"])
-        pred = files.get(f"{rundir}/output/prediction.csv")
-        if status == SUBMITTED and pred is not None:
-            files[f"predictions/{task_id}/prediction.csv"] = pred
-            predictions.append(task_id)
-        else:
-            missing.append(
-                MissingPrediction(
-                    task_id=task_id, status=status, reason=_why_missing(row, record, pred)
-                )
-            )
-        if status not in _PENDING:
-            records.append(_batch_record(row, record, rundir, task_id in predictions))
+    with _BundleWriter(out, _secret_values(spec, env)) as bundle:
+        records: list[dict[str, Any]] = []
+        run_records: dict[str, dict[str, Any]] = {}
+        missing: list[MissingPrediction] = []
+        predictions: list[str] = []
+        for row in rows:
+            task_id = str(row["task_id"])
+            rundir = f"tasks/{task_id}/run_{attempt}"
+            prefix = f"attempts/{agent}/{task_id}/{attempt}/"
+            keys = _list(store, prefix)
+            record: dict[str, Any] | None = None
+            pred: bytes | None = None
+            for key in keys:
+                rel = key[len(prefix) :]
+                data = store.get_bytes(key)
+                bundle.put(f"{rundir}/{rel}", data)
+                if rel == "run.json":
+                    record = _run_record(data)
+                elif rel == "output/prediction.csv":
+                    pred = data
+            if not keys:  # never run (skipped, not scheduled): the run's row is its record
+                bundle.put(f"{rundir}/result.json", _dumps(row))
+            if record is not None:
+                run_records[task_id] = record
+            status = str(row["status"])
+            if status == SUBMITTED and pred is not None:
+                bundle.put(f"predictions/{task_id}/prediction.csv", pred)
+                predictions.append(task_id)
+            else:
+                why = _why_missing(row, record, pred)
+                missing.append(MissingPrediction(task_id=task_id, status=status, reason=why))
+            if status not in _PENDING:
+                records.append(_batch_record(row, record, rundir, task_id in predictions))
 
-    scored = [str(r["task_id"]) for r in rows if _is_scored(r)]
-    passed = [str(r["task_id"]) for r in rows if _is_scored(r) and r.get("passed") is True]
-    fingerprint = str(spec_doc.get("fingerprint", ""))
-    identity = spec_doc.get("identity") or {}
-    files[EXPERIMENT_NAME] = _dumps({"fingerprint": fingerprint, "identity": identity})
-    files[BATCH_SUMMARY_NAME] = _dumps(_batch_summary(spec, agent_spec, len(rows), records, rows))
-    task_ids = [str(r["task_id"]) for r in rows]
-    manifest = {
-        "schema_version": EXPORT_SCHEMA_VERSION,
-        "run_id": spec_doc.get("spec", {}).get("run_id") or str(rows[0]["run_id"]),
-        "source": _scrub_text(str(store.uri).rstrip("/")),
-        "agent": agent,
-        "attempt": attempt,
-        "fingerprint": fingerprint,
-        "exported_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
-        "configuration": _configuration(spec, agent_spec, identity, run_records),
-        "tasks": {
-            "count": len(task_ids),
-            "scored": len(scored),
-            "unscored": len(task_ids) - len(scored),
-            "scored_ids": scored,
-            "unscored_ids": [t for t in task_ids if t not in set(scored)],
-        },
-        "predictions": len(predictions),
-        "missing_predictions": [
-            {"task_id": m.task_id, "status": m.status, "reason": m.reason} for m in missing
-        ],
-        "scores": {
-            "metric": "task_accuracy",
-            "task_count": len(scored),
-            "passed_task_count": len(passed),
-            "task_accuracy": len(passed) / len(scored) if scored else 0.0,
-            "tasks": {str(r["task_id"]): r.get("passed") is True for r in rows if _is_scored(r)},
-        },
-        "files": {name: hashlib.sha256(data).hexdigest() for name, data in sorted(files.items())},
-    }
-    files[MANIFEST_NAME] = _dumps(manifest)
-    _refuse_credentials(files, _secret_values(spec, env))
-    _write_folder(out, files)
-    logger.info("exported %s/%s to %s (%d files)", manifest["run_id"], agent, out, len(files))
+        scored = [str(r["task_id"]) for r in rows if _is_scored(r)]
+        passed = [str(r["task_id"]) for r in rows if _is_scored(r) and r.get("passed") is True]
+        fingerprint = str(spec_doc.get("fingerprint", ""))
+        identity = spec_doc.get("identity") or {}
+        bundle.put(EXPERIMENT_NAME, _dumps({"fingerprint": fingerprint, "identity": identity}))
+        summary = _batch_summary(spec, agent_spec, len(rows), records)
+        bundle.put(BATCH_SUMMARY_NAME, _dumps(summary))
+        task_ids = [str(r["task_id"]) for r in rows]
+        run_id = str(spec.get("run_id") or rows[0]["run_id"])
+        manifest = {
+            "schema_version": EXPORT_SCHEMA_VERSION,
+            "run_id": run_id,
+            "source": _scrub_text(str(store.uri).rstrip("/")),
+            "agent": agent,
+            "attempt": attempt,
+            "fingerprint": fingerprint,
+            "exported_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+            "configuration": _configuration(spec, agent_spec, identity, run_records),
+            "tasks": {
+                "count": len(task_ids),
+                "scored": len(scored),
+                "unscored": len(task_ids) - len(scored),
+                "scored_ids": scored,
+                "unscored_ids": [t for t in task_ids if t not in set(scored)],
+            },
+            "predictions": len(predictions),
+            "missing_predictions": [
+                {"task_id": m.task_id, "status": m.status, "reason": m.reason} for m in missing
+            ],
+            "scores": {
+                "metric": "task_accuracy",
+                "task_count": len(scored),
+                "passed_task_count": len(passed),
+                "task_accuracy": len(passed) / len(scored) if scored else 0.0,
+                "tasks": {t: t in set(passed) for t in scored},
+            },
+            "files": dict(sorted(bundle.digests.items())),
+        }
+        bundle.put(MANIFEST_NAME, _dumps(manifest))
+    logger.info("exported %s/%s to %s (%d files)", run_id, agent, out, len(bundle.digests))
     return Bundle(
         out=out,
-        run_id=str(manifest["run_id"]),
+        run_id=run_id,
         agent=agent,
         attempt=attempt,
         fingerprint=fingerprint,
@@ -252,7 +255,7 @@ def export_bundle(
         predictions=tuple(predictions),
         missing=tuple(missing),
         passed=len(passed),
-        files=len(files),
+        files=len(bundle.digests),
     )
 
 
@@ -374,7 +377,6 @@ def _batch_summary(
     agent_spec: Mapping[str, Any],
     task_count: int,
     records: list[dict[str, Any]],
-    rows: Iterable[Mapping[str, Any]],
 ) -> dict[str, Any]:
     """``batch_summary.json`` with the official keys (pending: attempts with no outcome)."""
     status_counts: dict[str, int] = {}
@@ -501,16 +503,6 @@ def _secret_values(spec: Mapping[str, Any], env: Mapping[str, str]) -> dict[str,
     return out
 
 
-def _refuse_credentials(files: Mapping[str, bytes], secrets: Mapping[str, str]) -> None:
-    for name, data in files.items():
-        for var, value in secrets.items():
-            if value.encode() in data:
-                raise ConfigError(
-                    f"{name}: holds the value of ${var}; no bundle written (a credential "
-                    "must never leave the controller: find how it reached the run's files)"
-                )
-
-
 # ---- writing -----------------------------------------------------------------------------------
 
 
@@ -519,24 +511,50 @@ def _dumps(obj: Any) -> bytes:
     return (text + "\n").encode()
 
 
-def _write_folder(out: Path, files: Mapping[str, bytes]) -> None:
-    """Write every file into a hidden sibling folder, then rename it into place."""
-    out.parent.mkdir(parents=True, exist_ok=True)
-    tmp = out.parent / f".{out.name}.partial-{uuid.uuid4().hex[:8]}"
-    try:
-        (tmp / "predictions").mkdir(parents=True)  # the evaluator needs it even if empty
-        for name, data in files.items():
-            path = (tmp / name).resolve()
-            if not path.is_relative_to(tmp.resolve()):
-                raise ConfigError(f"{name}: a run file's name leaves the bundle folder")
-            path.parent.mkdir(parents=True, exist_ok=True)
-            path.write_bytes(data)
-        if out.exists():
-            out.rmdir()
-        os.rename(tmp, out)
-    except BaseException:
-        shutil.rmtree(tmp, ignore_errors=True)
-        raise
+class _BundleWriter:
+    """Writes files into a hidden sibling of ``out`` and renames it into place at the end.
+
+    Each file is checked for the credential values before it is written and its SHA-256
+    recorded; on any error (a credential found included) the partial folder is removed.
+    """
+
+    def __init__(self, out: Path, secrets: Mapping[str, str]) -> None:
+        self.out = out
+        self.secrets = {name: value.encode() for name, value in secrets.items()}
+        self.tmp = out.parent / f".{out.name}.partial-{uuid.uuid4().hex[:8]}"
+        self.digests: dict[str, str] = {}
+
+    def __enter__(self) -> _BundleWriter:
+        self.out.parent.mkdir(parents=True, exist_ok=True)
+        (self.tmp / "predictions").mkdir(parents=True)  # the evaluator needs it, even empty
+        return self
+
+    def put(self, name: str, data: bytes) -> None:
+        """Write one file of the bundle (``name`` relative to its root)."""
+        for var, value in self.secrets.items():
+            if value in data:
+                raise ConfigError(
+                    f"{name}: holds the value of ${var}; no bundle written (a credential "
+                    "must never leave the controller: find how it reached the run's files)"
+                )
+        path = (self.tmp / name).resolve()
+        if not path.is_relative_to(self.tmp.resolve()) or name in self.digests:
+            raise ConfigError(f"{name}: not a valid file name for the bundle")
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_bytes(data)
+        self.digests[name] = hashlib.sha256(data).hexdigest()
+
+    def __exit__(self, exc_type: object, exc: object, tb: object) -> None:
+        if exc_type is not None:
+            shutil.rmtree(self.tmp, ignore_errors=True)
+            return
+        try:
+            if self.out.exists():
+                self.out.rmdir()  # checked empty before the export started
+            os.rename(self.tmp, self.out)
+        except BaseException:
+            shutil.rmtree(self.tmp, ignore_errors=True)
+            raise
 
 
 __all__ = ["BATCH_SUMMARY_NAME", "MANIFEST_NAME", "Bundle", "MissingPrediction", "export_bundle"]
