@@ -11,6 +11,7 @@ suite meets the scheduling delays a loaded CI machine has. Stops at the first fa
 from __future__ import annotations
 
 import argparse
+import signal
 import subprocess
 import sys
 import time
@@ -31,6 +32,7 @@ def main() -> int:
     parser.add_argument("pytest_args", nargs="*", default=["tests/sandbox"])
     args = parser.parse_args()
 
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))  # still stop the busy loops
     loops = [subprocess.Popen([sys.executable, "-c", BUSY]) for _ in range(args.busy)]
     started = time.monotonic()
     passed = 0
