@@ -190,6 +190,33 @@ def describe(arch: str) -> str:
     )
 
 
+def oci_profile() -> dict[str, object]:
+    """The same deny list as an OCI/containerd seccomp profile (``k8s/seccomp/``).
+
+    For pods with ``seccompProfile: Localhost`` (containerd, CRI-O) and for gVisor, whose
+    ``runsc`` applies OCI profiles too. ``clone`` and ``unshare`` are refused when any
+    namespace flag is set (one masked rule per flag: rules of one action are alternatives),
+    ``clone3`` fails with ``ENOSYS`` as here.
+    """
+    rules: list[dict[str, object]] = [
+        {"names": sorted(DENIED), "action": "SCMP_ACT_ERRNO", "errnoRet": errno.EPERM},
+        {"names": ["clone3"], "action": "SCMP_ACT_ERRNO", "errnoRet": errno.ENOSYS},
+    ]
+    for name, mask in (("clone", _CLONE_NS), ("unshare", _UNSHARE_NS)):
+        for bit in (1 << i for i in range(32)):
+            if mask & bit:
+                arg = {"index": 0, "value": bit, "valueTwo": bit, "op": "SCMP_CMP_MASKED_EQ"}
+                rules.append(
+                    {"names": [name], "action": "SCMP_ACT_ERRNO", "errnoRet": errno.EPERM,
+                     "args": [arg]}
+                )  # fmt: skip
+    return {
+        "defaultAction": "SCMP_ACT_ALLOW",
+        "architectures": ["SCMP_ARCH_X86_64", "SCMP_ARCH_AARCH64"],
+        "syscalls": rules,
+    }
+
+
 class _SockFilter(ctypes.Structure):
     _fields_ = [
         ("code", ctypes.c_uint16),
