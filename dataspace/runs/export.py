@@ -421,7 +421,16 @@ def _configuration(
     )
 
 
-_SANDBOX_KEYS = ("backend", "image", "enforcement", "network", "user_namespace", "uid", "limits")
+_SANDBOX_KEYS = (
+    "backend",
+    "image",
+    "enforcement",
+    "network",
+    "user_namespace",
+    "seccomp",
+    "uid",
+    "limits",
+)
 _RUNTIME_WORDS = ("runtime", "manifest", "workbench")
 
 

@@ -271,7 +271,11 @@ def test_export_bundle_rescores_identically_with_the_official_cli(official):
         assert fingerprint(experiment["identity"]) == experiment["fingerprint"]
         config = manifest["configuration"]
         assert config["agent"]["name"] == agent and config["limits"]["model_turns"] == 4
-        assert config["runtime"][0]["sandbox"]["backend"] == "local"
+        # one runtime for every attempt, with the workbench manifest the sandbox recorded
+        (runtime,) = config["runtime"]
+        assert runtime["sandbox"]["backend"] == "local"
+        assert runtime["manifest"] and "runtime_version" in json.dumps(runtime["manifest"])
+        assert sorted(runtime["tasks"]) == sorted(SCORED if agent == "gold" else SCORED + UNSCORED)
         batch = json.loads((out / "batch_summary.json").read_text())
         assert batch["task_count"] == 12 and batch["pending_task_count"] == 0
         assert sum(batch["status_counts"].values()) == 12
