@@ -94,6 +94,7 @@ class Bundle:
         missing: the tasks without one.
         passed: scored tasks whose attempt passed.
         files: how many files the bundle holds.
+        selected: whether the run covered a selection of the release's tasks (``tasks:``).
     """
 
     out: Path
@@ -107,6 +108,7 @@ class Bundle:
     missing: tuple[MissingPrediction, ...]
     passed: int
     files: int
+    selected: bool = False
 
     @property
     def accuracy(self) -> float:
@@ -127,6 +129,12 @@ class Bundle:
             f"({100 * self.accuracy:.2f}%)",
             f"files: {self.files}",
         ]
+        if self.selected:
+            lines.append(
+                "note: the run covered a selection of the release's tasks (tasks: in its "
+                "spec); the evaluator scores every config of the release, so a scored task "
+                "outside the run counts as a missing prediction"
+            )
         for m in self.missing[:10]:
             lines.append(f"  no prediction: {m.task_id} ({m.status}: {m.reason})")
         if len(self.missing) > 10:
@@ -256,6 +264,7 @@ def export_bundle(
         missing=tuple(missing),
         passed=len(passed),
         files=len(bundle.digests),
+        selected=spec.get("tasks") is not None,
     )
 
 

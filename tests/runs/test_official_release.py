@@ -386,3 +386,34 @@ def test_export_from_an_s3_run_is_the_same_bundle(official, tmp_path):
     assert ma["files"] == mb["files"]
     evaluated = _evaluate(out / "predictions", official.release, tmp_path / "s3.json")
     assert evaluated["passed_task_count"] == 1 and evaluated["task_count"] == 4
+
+
+def test_export_of_a_task_selection_says_what_the_evaluator_will_count(
+    official, ray_local, tmp_path
+):
+    """Guards a bundle of a partial run from being read as a full-release score."""
+    from dataspace.runs.controller import execute_run
+    from dataspace.runs.export import export_bundle
+    from dataspace.runs.spec import AgentSpec, RunSpec, SandboxConfig
+
+    spec = RunSpec(
+        run_id="selection",
+        release=str(official.release),
+        store=f"file://{tmp_path / 'store'}",
+        agents=(AgentSpec(name="gold", harness="gold"),),
+        sandbox=SandboxConfig(memory_bytes=512 * 1024**2),
+        tasks=("task_5", "task_6"),
+    )
+    outcome = execute_run(spec)
+    assert outcome.summary["tasks"] == 2 and outcome.summary["scored_tasks"] == 1
+    bundle = export_bundle(
+        str(tmp_path / "store/runs/selection"), agent="gold", out=tmp_path / "b", environ={}
+    )
+    assert bundle.tasks == ("task_5", "task_6") and bundle.predictions == ("task_5",)
+    assert bundle.passed == 1 and bundle.accuracy == 1.0
+    assert any("selection of the release's tasks" in line for line in bundle.describe())
+    # the official count: every config of the release, the three outside the run missing
+    evaluated = _evaluate(tmp_path / "b/predictions", official.release, tmp_path / "e.json")
+    assert (evaluated["task_count"], evaluated["passed_task_count"]) == (4, 1)
+    missing = {t["task_id"] for t in evaluated["tasks"] if t["error_code"] == "missing_prediction"}
+    assert missing == {"task_2", "task_8", "task_11"}
