@@ -7,6 +7,7 @@ followed by filesystem operations, each a word and its fields::
     _init.py id=<sandbox id> ppid=<controller pid> deadline=<CLOCK_MONOTONIC seconds>
         root=<empty host folder> userns=<inner:outer-uid:outer-gid|->
         bind <src> <dst> | link <target> <dst> | tmpfs <dst> <options> | dev | proc
+        | loopback
 
 Two processes result. The first stays in the controller's PID namespace, dies with the
 controller (``PR_SET_PDEATHSIG``) and waits for the second, which is PID 1 of the new PID
@@ -126,6 +127,18 @@ def setup_dev(root):
     mount(None, dev, None, make_dev_readonly)
 
 
+def loopback_up():
+    """Bring up ``lo`` of the new network namespace (no other interface exists)."""
+    import fcntl
+    import socket
+    import struct
+
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as sock:
+        request = struct.pack("16sH14x", b"lo", 0)
+        flags = struct.unpack("16sH14x", fcntl.ioctl(sock, 0x8913, request))[1]  # SIOCGIFFLAGS
+        fcntl.ioctl(sock, 0x8914, struct.pack("16sH14x", b"lo", flags | 1))  # SIOCSIFFLAGS, UP
+
+
 def build_root(root, ops):
     """Mount the new root at ``root`` and apply ``ops``; return the workspace bind time."""
     mount(None, "/", None, MS_REC | MS_PRIVATE)
@@ -146,6 +159,8 @@ def build_root(root, ops):
             mount("tmpfs", root + op[1], "tmpfs", MS_NOSUID | MS_NODEV, op[2])
         elif kind == "dev":
             setup_dev(root)
+        elif kind == "loopback":
+            loopback_up()
         elif kind == "proc":
             mkdirs(root + "/proc")
             mount("proc", root + "/proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC)
@@ -162,7 +177,7 @@ def build_root(root, ops):
 
 def parse(argv):
     config, ops, index = {}, [], 0
-    arity = {"bind": 2, "link": 2, "tmpfs": 2, "dev": 0, "proc": 0}
+    arity = {"bind": 2, "link": 2, "tmpfs": 2, "dev": 0, "proc": 0, "loopback": 0}
     while index < len(argv):
         word = argv[index]
         if word in arity:
