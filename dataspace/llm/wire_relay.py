@@ -63,8 +63,7 @@ MAX_REQUEST_BYTES = 64 * 1024 * 1024
 TRACE_BYTES = 4 * 1024 * 1024
 MAX_IMAGES = 5
 OMITTED_IMAGE_TEXT = (
-    "[Earlier image omitted because the model backend accepts at most "
-    "five images per request.]"
+    "[Earlier image omitted because the model backend accepts at most five images per request.]"
 )
 _ROUTES: dict[str, tuple[str, ...]] = {
     "chat": ("/chat/completions",),
@@ -72,9 +71,18 @@ _ROUTES: dict[str, tuple[str, ...]] = {
     "messages": ("/v1/messages", "/v1/messages/count_tokens"),
 }
 _HOP_HEADERS = {
-    "accept-encoding", "connection", "content-length", "host", "proxy-connection",
-    "transfer-encoding", "authorization", "x-api-key", "keep-alive", "te", "upgrade",
-}  # fmt: skip
+    "accept-encoding",
+    "connection",
+    "content-length",
+    "host",
+    "proxy-connection",
+    "transfer-encoding",
+    "authorization",
+    "x-api-key",
+    "keep-alive",
+    "te",
+    "upgrade",
+}
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -328,8 +336,10 @@ class WireRelay:
         auth = low.get("authorization", "")
         given = auth[7:].strip() if auth.lower().startswith("bearer ") else ""
         given = given or low.get("x-api-key", "").strip()
-        return bool(given) and not self._closed and hmac.compare_digest(
-            given.encode(), self.token.encode()
+        return (
+            bool(given)
+            and not self._closed
+            and hmac.compare_digest(given.encode(), self.token.encode())
         )
 
     def _refusal(self, status: int, message: str, kind: str) -> tuple[int, dict[str, str], bytes]:
@@ -341,9 +351,13 @@ class WireRelay:
 
     # ---- one request -----------------------------------------------------------------------
     def serve_request(
-        self, method: str, path: str, headers: Mapping[str, str], body: bytes,
+        self,
+        method: str,
+        path: str,
+        headers: Mapping[str, str],
+        body: bytes,
         write: Callable[[int, Mapping[str, str]], Callable[[bytes], None]],
-    ) -> None:  # fmt: skip
+    ) -> None:
         """Answer one HTTP request; ``write(status, headers)`` returns a body writer."""
 
         def answer(status: int, hdrs: Mapping[str, str], data: bytes) -> None:
@@ -359,8 +373,11 @@ class WireRelay:
             return
         if method != "POST" or not any(route.endswith(r) for r in _ROUTES[self.wire]):
             routes = ", ".join(_ROUTES[self.wire])
-            answer(*self._refusal(404, f"this relay serves POST {routes}, not {method} {path}",
-                                  "not_found"))  # fmt: skip
+            answer(
+                *self._refusal(
+                    404, f"this relay serves POST {routes}, not {method} {path}", "not_found"
+                )
+            )
             return
         try:
             req = json.loads(body)
@@ -374,10 +391,16 @@ class WireRelay:
             with self._lock:
                 self.refused_models.append(str(asked))
             if self.events is not None:
-                self.events.emit("model_refused", wire=self.wire, model=asked,
-                                 allowed=self.model.id)  # fmt: skip
-            answer(*self._refusal(400, f"model {asked!r} is not this attempt's model "
-                                       f"{self.model.id!r}", "model_not_allowed"))  # fmt: skip
+                self.events.emit(
+                    "model_refused", wire=self.wire, model=asked, allowed=self.model.id
+                )
+            answer(
+                *self._refusal(
+                    400,
+                    f"model {asked!r} is not this attempt's model {self.model.id!r}",
+                    "model_not_allowed",
+                )
+            )
             return
         counting = route.endswith("/count_tokens")
         omitted = 0
@@ -389,15 +412,23 @@ class WireRelay:
             self.deadline_hits += 1
             answer(*self._refusal(504, "wall-clock budget exhausted", "deadline"))
             return
-        timeout = self.request_timeout if left is None else max(1.0, min(self.request_timeout, left))
+        timeout = (
+            self.request_timeout if left is None else max(1.0, min(self.request_timeout, left))
+        )
         self._forward(path, headers, body, req, timeout, counting, omitted, write, answer)
 
     def _forward(
-        self, path: str, headers: Mapping[str, str], body: bytes, req: Mapping[str, Any],
-        timeout: float, counting: bool, omitted: int,
+        self,
+        path: str,
+        headers: Mapping[str, str],
+        body: bytes,
+        req: Mapping[str, Any],
+        timeout: float,
+        counting: bool,
+        omitted: int,
         write: Callable[[int, Mapping[str, str]], Callable[[bytes], None]],
         answer: Callable[[int, Mapping[str, str], bytes], None],
-    ) -> None:  # fmt: skip
+    ) -> None:
         out_headers = {k: v for k, v in headers.items() if k.lower() not in _HOP_HEADERS}
         out_headers["Authorization"] = f"Bearer {self._key}"
         if self.wire == "messages":
@@ -422,10 +453,11 @@ class WireRelay:
             status = int(response.status)
             ctype = response.headers.get("Content-Type", "application/json")
             keep = {
-                k: v for k, v in response.headers.items()
+                k: v
+                for k, v in response.headers.items()
                 if k.lower() in ("content-type", "retry-after", "request-id", "x-request-id")
                 or k.lower().startswith(("anthropic-", "x-ratelimit", "openai-"))
-            }  # fmt: skip
+            }
             keep["Content-Type"] = ctype
             keep["Cache-Control"] = "no-cache"
             send = write(status, keep)
@@ -517,8 +549,12 @@ class WireRelay:
         return path
 
     def _start(self, server: socketserver.BaseServer) -> None:
-        t = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.1},
-                             name=f"wire-relay-{self.wire}", daemon=True)  # fmt: skip
+        t = threading.Thread(
+            target=server.serve_forever,
+            kwargs={"poll_interval": 0.1},
+            name=f"wire-relay-{self.wire}",
+            daemon=True,
+        )
         t.start()
         self._servers.append(server)
         self._threads.append(t)
@@ -598,8 +634,9 @@ def _handler_for(relay: WireRelay) -> type[BaseHTTPRequestHandler]:
                 return
             body = self.rfile.read(length) if length else b""
             try:
-                relay.serve_request(self.command, self.path, dict(self.headers.items()), body,
-                                    write)  # fmt: skip
+                relay.serve_request(
+                    self.command, self.path, dict(self.headers.items()), body, write
+                )
             except Exception as exc:  # never leave the harness without an answer
                 logger.exception("wire relay failed")
                 if not started:

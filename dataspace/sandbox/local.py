@@ -440,8 +440,10 @@ class LocalSandbox:
         argv += ["bind", str(workspace), WORKSPACE_DIR]
         for host, inside in self._runtime_binds:
             if not os.path.isdir(host) or not inside.startswith("/opt/"):
-                raise SandboxError(f"sandbox {self.id}: runtime bind {host} -> {inside}: "
-                                   "needs an existing host folder and a path under /opt")  # fmt: skip
+                raise SandboxError(
+                    f"sandbox {self.id}: runtime bind {host} -> {inside}: "
+                    "needs an existing host folder and a path under /opt"
+                )
             argv += ["bind", host, inside]
         if self._relay_dir is not None:
             argv += ["bind", str(Path(self._relay_dir).resolve()), RELAY_DIR, "loopback"]

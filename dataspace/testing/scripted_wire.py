@@ -235,9 +235,15 @@ class ScriptedResponsesServer(_WireServer):
             "total_tokens": n["prompt"] + n["completion"],
         }
         base = {"id": rid, "object": "response", "created_at": int(time.time()), "model": model}
-        out = [_sse("response.created", {"type": "response.created",
-                                          "response": {**base, "status": "in_progress",
-                                                       "output": []}})]  # fmt: skip
+        out = [
+            _sse(
+                "response.created",
+                {
+                    "type": "response.created",
+                    "response": {**base, "status": "in_progress", "output": []},
+                },
+            )
+        ]
         for index, item in enumerate(items):
             out.append(
                 _sse(
@@ -250,9 +256,14 @@ class ScriptedResponsesServer(_WireServer):
                 out.append(
                     _sse(
                         "response.output_text.delta",
-                        {"type": "response.output_text.delta", "item_id": item["id"],
-                         "output_index": index, "content_index": 0, "delta": delta},
-                    )  # fmt: skip
+                        {
+                            "type": "response.output_text.delta",
+                            "item_id": item["id"],
+                            "output_index": index,
+                            "content_index": 0,
+                            "delta": delta,
+                        },
+                    )
                 )
             out.append(
                 _sse(
@@ -288,7 +299,9 @@ class ScriptedResponsesServer(_WireServer):
                 calls.append(("shell", json.dumps({"command": ["bash", "-lc", cmd]})))
         for c in spec.get("tool_calls") or []:
             args = c.get("arguments", {})
-            calls.append((str(c.get("name", "")), args if isinstance(args, str) else json.dumps(args)))
+            calls.append(
+                (str(c.get("name", "")), args if isinstance(args, str) else json.dumps(args))
+            )
         return calls
 
 
@@ -327,11 +340,17 @@ class ScriptedMessagesServer(_WireServer):
             calls.append(("Bash", {"command": str(spec["shell"]), "description": "run"}))
         for c in spec.get("tool_calls") or []:
             args = c.get("arguments", {})
-            calls.append((str(c.get("name", "")), json.loads(args) if isinstance(args, str) else args))
+            calls.append(
+                (str(c.get("name", "")), json.loads(args) if isinstance(args, str) else args)
+            )
         for i, (tool, args) in enumerate(calls):
             blocks.append(
-                {"type": "tool_use", "id": f"toolu_{step}_{i}_{uuid.uuid4().hex[:8]}",
-                 "name": tool, "input": args}  # fmt: skip
+                {
+                    "type": "tool_use",
+                    "id": f"toolu_{step}_{i}_{uuid.uuid4().hex[:8]}",
+                    "name": tool,
+                    "input": args,
+                }
             )
         stop = str(spec.get("stop_reason") or ("tool_use" if calls else "end_turn"))
         n = self._sizes(spec, body, blocks)
@@ -346,13 +365,30 @@ class ScriptedMessagesServer(_WireServer):
         mid = f"msg_{uuid.uuid4().hex[:16]}"
         message = {"id": mid, "type": "message", "role": "assistant", "model": model}
         if not body.get("stream"):
-            full = {**message, "content": blocks, "stop_reason": stop, "stop_sequence": None,
-                    "usage": usage}  # fmt: skip
+            full = {
+                **message,
+                "content": blocks,
+                "stop_reason": stop,
+                "stop_sequence": None,
+                "usage": usage,
+            }
             return 200, {"Content-Type": "application/json"}, json.dumps(full).encode(), "ok"
         start_usage = {**usage, "output_tokens": 1}
-        out = [_sse("message_start", {"type": "message_start", "message": {
-            **message, "content": [], "stop_reason": None, "stop_sequence": None,
-            "usage": start_usage}})]  # fmt: skip
+        out = [
+            _sse(
+                "message_start",
+                {
+                    "type": "message_start",
+                    "message": {
+                        **message,
+                        "content": [],
+                        "stop_reason": None,
+                        "stop_sequence": None,
+                        "usage": start_usage,
+                    },
+                },
+            )
+        ]
         for index, block in enumerate(blocks):
             if block["type"] == "text":
                 first: dict[str, Any] = {"type": "text", "text": ""}
@@ -360,14 +396,29 @@ class ScriptedMessagesServer(_WireServer):
             else:
                 first = {**block, "input": {}}
                 delta = {"type": "input_json_delta", "partial_json": json.dumps(block["input"])}
-            out.append(_sse("content_block_start", {"type": "content_block_start",
-                                                     "index": index, "content_block": first}))  # fmt: skip
-            out.append(_sse("content_block_delta", {"type": "content_block_delta",
-                                                     "index": index, "delta": delta}))  # fmt: skip
+            out.append(
+                _sse(
+                    "content_block_start",
+                    {"type": "content_block_start", "index": index, "content_block": first},
+                )
+            )
+            out.append(
+                _sse(
+                    "content_block_delta",
+                    {"type": "content_block_delta", "index": index, "delta": delta},
+                )
+            )
             out.append(_sse("content_block_stop", {"type": "content_block_stop", "index": index}))
-        out.append(_sse("message_delta", {"type": "message_delta",
-                                           "delta": {"stop_reason": stop, "stop_sequence": None},
-                                           "usage": {"output_tokens": n["completion"]}}))  # fmt: skip
+        out.append(
+            _sse(
+                "message_delta",
+                {
+                    "type": "message_delta",
+                    "delta": {"stop_reason": stop, "stop_sequence": None},
+                    "usage": {"output_tokens": n["completion"]},
+                },
+            )
+        )
         out.append(_sse("message_stop", {"type": "message_stop"}))
         headers = {"Content-Type": "text/event-stream", "Cache-Control": "no-cache"}
         return 200, headers, b"".join(out), "ok"

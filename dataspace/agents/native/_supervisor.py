@@ -17,6 +17,7 @@ Config keys: ``socket``, ``port``, ``argv``, ``env``, ``cwd``, ``wall_seconds``,
 ``grace_seconds``, ``stdout``, ``stderr``, ``status``, ``pid_file``.
 """
 
+import contextlib
 import json
 import os
 import signal
@@ -37,11 +38,8 @@ def pump(src, dst):
     except OSError:
         pass
     finally:
-        for s in (dst,):
-            try:
-                s.shutdown(socket.SHUT_WR)
-            except OSError:
-                pass
+        with contextlib.suppress(OSError):
+            dst.shutdown(socket.SHUT_WR)
 
 
 def forward(conn, path):
@@ -93,9 +91,14 @@ def main(config_path):
     grace = float(cfg.get("grace_seconds", 5.0))
     with open(cfg["stdout"], "wb") as out, open(cfg["stderr"], "wb") as err:
         child = subprocess.Popen(
-            cfg["argv"], cwd=cfg["cwd"], env=cfg["env"], stdin=subprocess.DEVNULL,
-            stdout=out, stderr=err, start_new_session=True,
-        )  # fmt: skip
+            cfg["argv"],
+            cwd=cfg["cwd"],
+            env=cfg["env"],
+            stdin=subprocess.DEVNULL,
+            stdout=out,
+            stderr=err,
+            start_new_session=True,
+        )
     sent = None
     timed_out = False
     while child.poll() is None:

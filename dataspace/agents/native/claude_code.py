@@ -91,13 +91,21 @@ def single_backbone_environment(
 
 
 def settings_json(
-    *, model: str, context_window: int, max_output_tokens: int, sandbox_enabled: bool,
-    key_env: str | None = None, workspace: str = WORKSPACE_DIR, output: str = OUTPUT_DIR,
-) -> dict[str, Any]:  # fmt: skip
+    *,
+    model: str,
+    context_window: int,
+    max_output_tokens: int,
+    sandbox_enabled: bool,
+    key_env: str | None = None,
+    workspace: str = WORKSPACE_DIR,
+    output: str = OUTPUT_DIR,
+) -> dict[str, Any]:
     """The task-local ``settings.json`` (the official one, with our paths)."""
     denied_env = [{"name": n, "mode": "deny"} for n in (key_env,) if n]
-    denied_env += [{"name": "ANTHROPIC_AUTH_TOKEN", "mode": "deny"},
-                   {"name": "ANTHROPIC_API_KEY", "mode": "deny"}]  # fmt: skip
+    denied_env += [
+        {"name": "ANTHROPIC_AUTH_TOKEN", "mode": "deny"},
+        {"name": "ANTHROPIC_API_KEY", "mode": "deny"},
+    ]
     return {
         "permissions": {
             "allow": ["Bash", "Read", "Write", "Edit", "Glob", "Grep"],
@@ -161,12 +169,29 @@ class ClaudeCodeAgent(NativeHarness):
     def command(self, plan: Plan) -> list[str]:
         """``claude -p ... --output-format stream-json`` (the official flags)."""
         return [
-            plan.executable, "-p", plan.prompt, "--model", plan.model_id,
-            "--output-format", "stream-json", "--verbose", "--no-session-persistence",
-            "--no-chrome", "--strict-mcp-config", "--mcp-config", '{"mcpServers":{}}',
-            "--permission-mode", "dontAsk", "--disallowedTools", "WebSearch", "WebFetch",
-            "--add-dir", WORKSPACE_DIR, "--settings", f"{plan.home}/.claude/settings.json",
-        ]  # fmt: skip
+            plan.executable,
+            "-p",
+            plan.prompt,
+            "--model",
+            plan.model_id,
+            "--output-format",
+            "stream-json",
+            "--verbose",
+            "--no-session-persistence",
+            "--no-chrome",
+            "--strict-mcp-config",
+            "--mcp-config",
+            '{"mcpServers":{}}',
+            "--permission-mode",
+            "dontAsk",
+            "--disallowedTools",
+            "WebSearch",
+            "WebFetch",
+            "--add-dir",
+            WORKSPACE_DIR,
+            "--settings",
+            f"{plan.home}/.claude/settings.json",
+        ]
 
     def environment(self, plan: Plan) -> dict[str, str]:
         """The relay address and token, and the single-backbone variables."""
@@ -222,8 +247,15 @@ class ClaudeCodeAgent(NativeHarness):
         if "output token maximum" in text:
             return "model_output_exhausted", text
         low = text.lower()
-        if any(s in low for s in ("maximum context length", "context window",
-                                  "prompt is too long", "autocompact is thrashing")):  # fmt: skip
+        if any(
+            s in low
+            for s in (
+                "maximum context length",
+                "context window",
+                "prompt is too long",
+                "autocompact is thrashing",
+            )
+        ):
             return "context_window_exhausted", text
         if text.startswith("API Error:"):
             return "runtime_error", text
@@ -258,7 +290,9 @@ class ClaudeCodeAgent(NativeHarness):
                 turns += 1
                 content = (ev.get("message") or {}).get("content")
                 if isinstance(content, list):
-                    actions += sum(isinstance(b, dict) and b.get("type") == "tool_use" for b in content)
+                    actions += sum(
+                        isinstance(b, dict) and b.get("type") == "tool_use" for b in content
+                    )
             elif ev.get("type") == "result" and isinstance(ev.get("num_turns"), int):
                 final = int(ev["num_turns"])
         return final or turns, actions

@@ -55,9 +55,15 @@ def auto_compact_limit(context_window: int, max_output_tokens: int) -> int:
 
 
 def config_toml(
-    *, model: str, base_url: str, key_env: str, context_window: int, max_output_tokens: int,
-    sandbox_mode: str, writable_root: str = OUTPUT_DIR,
-) -> str:  # fmt: skip
+    *,
+    model: str,
+    base_url: str,
+    key_env: str,
+    context_window: int,
+    max_output_tokens: int,
+    sandbox_mode: str,
+    writable_root: str = OUTPUT_DIR,
+) -> str:
     """The task-local ``config.toml`` (the official file, with our base URL and paths)."""
     q = json.dumps
     limit = auto_compact_limit(context_window, max_output_tokens)
@@ -104,7 +110,9 @@ class CodexAgent(NativeHarness):
 
     def _sandbox_mode(self, plan: Plan) -> str:
         if plan.harness_sandbox not in ("on", "off"):
-            raise ValueError(f"codex: harness_sandbox must be 'on' or 'off', got {plan.harness_sandbox!r}")
+            raise ValueError(
+                f"codex: harness_sandbox must be 'on' or 'off', got {plan.harness_sandbox!r}"
+            )
         return "workspace-write" if plan.harness_sandbox == "on" else "danger-full-access"
 
     def config_files(self, plan: Plan) -> dict[str, str]:
@@ -123,10 +131,21 @@ class CodexAgent(NativeHarness):
     def command(self, plan: Plan) -> list[str]:
         """``codex exec --strict-config --json --ephemeral ...`` (the official flags)."""
         return [
-            plan.executable, "exec", "--strict-config", "--json", "--ephemeral",
-            "--skip-git-repo-check", "--ignore-rules", "--color", "never",
-            "-C", OUTPUT_DIR, "--model", plan.model_id, plan.prompt,
-        ]  # fmt: skip
+            plan.executable,
+            "exec",
+            "--strict-config",
+            "--json",
+            "--ephemeral",
+            "--skip-git-repo-check",
+            "--ignore-rules",
+            "--color",
+            "never",
+            "-C",
+            OUTPUT_DIR,
+            "--model",
+            plan.model_id,
+            plan.prompt,
+        ]
 
     def environment(self, plan: Plan) -> dict[str, str]:
         """``CODEX_HOME`` and the token variable named by ``env_key``."""
@@ -143,17 +162,27 @@ class CodexAgent(NativeHarness):
             "request_compression": "disabled",
             "session": "task-local",
             "context_window": plan.context_window,
-            "auto_compact_token_limit": auto_compact_limit(plan.context_window, plan.max_output_tokens),
+            "auto_compact_token_limit": auto_compact_limit(
+                plan.context_window, plan.max_output_tokens
+            ),
             "sandbox_mode": mode,
             "official_sandbox_mode": "workspace-write",
             "harness_sandbox": plan.harness_sandbox,
-            "boundary": "dataspace sandbox" if mode != "workspace-write" else "codex + dataspace sandbox",
+            "boundary": "dataspace sandbox"
+            if mode != "workspace-write"
+            else "codex + dataspace sandbox",
         }
 
     def classify_exit(self, outcome: Outcome) -> tuple[str, str | None] | None:
         """Truncation by ``max_output_tokens`` (as the official classifier reads stdout)."""
-        if "reason: max_output_tokens" in outcome.stdout or "reason=max_output_tokens" in outcome.stdout:
-            return "model_output_exhausted", "Codex model response was truncated by max_output_tokens"
+        if (
+            "reason: max_output_tokens" in outcome.stdout
+            or "reason=max_output_tokens" in outcome.stdout
+        ):
+            return (
+                "model_output_exhausted",
+                "Codex model response was truncated by max_output_tokens",
+            )
         text = (outcome.stdout + outcome.stderr).lower()
         if "context window" in text or "context_length_exceeded" in text:
             return "context_window_exhausted", "Codex ran out of context window"

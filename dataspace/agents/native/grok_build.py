@@ -38,9 +38,14 @@ API_BACKEND = "chat_completions"
 
 
 def config_toml(
-    *, model: str, base_url: str, name: str, key_env: str, max_output_tokens: int,
+    *,
+    model: str,
+    base_url: str,
+    name: str,
+    key_env: str,
+    max_output_tokens: int,
     context_window: int,
-) -> str:  # fmt: skip
+) -> str:
     """The task-local ``config.toml`` (the official file, with our base URL)."""
     q = json.dumps
     roles = "".join(f"{role} = {q(MODEL_NAME)}\n" for role in MODEL_ROLES)
@@ -67,7 +72,7 @@ read_only = ["/opt/dataspace"]
 
 
 def toml_strings(content: str, section: str) -> dict[str, str]:
-    """String assignments of one ``[section]`` of a simple TOML file.
+    r"""String assignments of one ``[section]`` of a simple TOML file.
 
     >>> toml_strings('[a]\\nx = "1"\\n[b]\\nx = "2"\\n', "b")
     {'x': '2'}
@@ -114,19 +119,30 @@ class GrokBuildAgent(NativeHarness):
         key = str(plan.settings.get("model_key") or getattr(model, "id", plan.model_id))
         return {
             ".grok/config.toml": config_toml(
-                model=plan.model_id, base_url=f"{plan.relay_url}/v1", name=key,
-                key_env=TOKEN_ENV, max_output_tokens=plan.max_output_tokens,
+                model=plan.model_id,
+                base_url=f"{plan.relay_url}/v1",
+                name=key,
+                key_env=TOKEN_ENV,
+                max_output_tokens=plan.max_output_tokens,
                 context_window=plan.context_window,
-            ),  # fmt: skip
+            ),
             ".grok/sandbox.toml": sandbox_toml(),
         }
 
     def command(self, plan: Plan) -> list[str]:
         """``grok -p ... --output-format streaming-json`` (the official flags)."""
         argv = [
-            plan.executable, "-p", plan.prompt, "--cwd", OUTPUT_DIR, "--model", MODEL_NAME,
-            "--output-format", "streaming-json", "--disable-web-search",
-        ]  # fmt: skip
+            plan.executable,
+            "-p",
+            plan.prompt,
+            "--cwd",
+            OUTPUT_DIR,
+            "--model",
+            MODEL_NAME,
+            "--output-format",
+            "streaming-json",
+            "--disable-web-search",
+        ]
         if self._on(plan):
             argv += ["--sandbox", SANDBOX_PROFILE]
         return [*argv, "--always-approve", "--no-memory"]
@@ -168,7 +184,7 @@ class GrokBuildAgent(NativeHarness):
         """The official classification of Grok's output."""
         text = outcome.stderr + "\n" + outcome.stdout
         if "max_tokens_truncation" in text or "response truncated by max_tokens" in text:
-            return "model_output_exhausted", "Grok Build model response was truncated by max_tokens"
+            return "model_output_exhausted", "Grok Build response was truncated by max_tokens"
         if "serialization error" in text:
             return "runtime_error", "Grok Build provider protocol error"
         return None
@@ -189,7 +205,9 @@ class GrokBuildAgent(NativeHarness):
         if entry.get("api_backend") != API_BACKEND:
             details.append(f"API backend: {entry.get('api_backend')!r}")
         if details:
-            raise RuntimeError("invalid Grok Build single-backbone config (" + "; ".join(details) + ")")
+            raise RuntimeError(
+                "invalid Grok Build single-backbone config (" + "; ".join(details) + ")"
+            )
         unexpected: set[str] = set()
         for ev in jsonl(outcome.files.get(".grok/logs/unified.jsonl", "")):
             msg, ctx = str(ev.get("msg", "")), ev.get("ctx")
@@ -213,9 +231,13 @@ class GrokBuildAgent(NativeHarness):
             applied = violation = False
             for ev in jsonl(events):
                 ro = ev.get("read_only_paths")
-                if (ev.get("event_type") == "ProfileApplied" and ev.get("profile") == SANDBOX_PROFILE
-                        and ev.get("enforced") is True and isinstance(ro, list)
-                        and "/opt/dataspace" in ro):  # fmt: skip
+                if (
+                    ev.get("event_type") == "ProfileApplied"
+                    and ev.get("profile") == SANDBOX_PROFILE
+                    and ev.get("enforced") is True
+                    and isinstance(ro, list)
+                    and "/opt/dataspace" in ro
+                ):
                     applied = True
                 if ev.get("event_type") == "FsViolation" and ev.get("target") == TOOLS_MANIFEST:
                     violation = True

@@ -161,19 +161,29 @@ def harness_state(name: str) -> HarnessState:
     recorded = harness_dir(name) / "VERSION"
     if not exe.is_file():
         return HarnessState(
-            name=name, pinned=pin.version, installed=None, ready=False, path=str(exe),
-            problem=f"{exe} is missing", fix=_fix(name),
-        )  # fmt: skip
+            name=name,
+            pinned=pin.version,
+            installed=None,
+            ready=False,
+            path=str(exe),
+            problem=f"{exe} is missing",
+            fix=_fix(name),
+        )
     seen = probe_version(exe)
     installed = recorded.read_text().strip() if recorded.is_file() else None
     if seen is None or pin.version_output not in seen + " ":
         return HarnessState(
-            name=name, pinned=pin.version, installed=installed, ready=False, path=str(exe),
+            name=name,
+            pinned=pin.version,
+            installed=installed,
+            ready=False,
+            path=str(exe),
             problem=f"{exe} --version printed {seen!r}, not {pin.version_output.strip()!r}",
             fix=_fix(name),
-        )  # fmt: skip
-    return HarnessState(name=name, pinned=pin.version, installed=pin.version, ready=True,
-                        path=str(exe))  # fmt: skip
+        )
+    return HarnessState(
+        name=name, pinned=pin.version, installed=pin.version, ready=True, path=str(exe)
+    )
 
 
 def harness_status() -> list[HarnessState]:
@@ -195,8 +205,10 @@ def install_npm(name: str) -> HarnessState:
     with tempfile.TemporaryDirectory(prefix=f"ds-install-{name}-") as tmp:
         res = subprocess.run(
             [npm, "pack", pin.npm_package, "--silent", "--pack-destination", tmp],
-            capture_output=True, text=True, check=False,
-        )  # fmt: skip
+            capture_output=True,
+            text=True,
+            check=False,
+        )
         tgz = sorted(Path(tmp).glob("*.tgz"))
         if res.returncode != 0 or not tgz:
             raise ConfigError(
@@ -239,11 +251,15 @@ def install_grok(source: Path) -> HarnessState:
         with tempfile.TemporaryDirectory(prefix="ds-grok-") as home:
             subprocess.run(
                 ["bash", str(source), pin.version],
-                env={"HOME": home, "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
-                     "GROK_BIN_DIR": str(target / "bin"), "GROK_DISABLE_AUTO_UPDATE": "1",
-                     "SHELL": "/bin/false"},
+                env={
+                    "HOME": home,
+                    "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
+                    "GROK_BIN_DIR": str(target / "bin"),
+                    "GROK_DISABLE_AUTO_UPDATE": "1",
+                    "SHELL": "/bin/false",
+                },
                 check=True,
-            )  # fmt: skip
+            )
     else:
         shutil.copy2(source, target / "bin" / pin.executable)
     (target / "bin" / pin.executable).chmod(0o755)
@@ -254,7 +270,7 @@ def install_grok(source: Path) -> HarnessState:
 
 def _chmod_readable(root: Path) -> None:
     """Make the install readable (and its programs runnable) by the sandbox's user."""
-    for dirpath, dirnames, filenames in os.walk(root):
+    for dirpath, _dirs, filenames in os.walk(root):
         os.chmod(dirpath, 0o755)
         for f in filenames:
             p = Path(dirpath) / f
@@ -285,7 +301,9 @@ def main(argv: list[str] | None = None) -> int:
             print(f"{name}: error: {exc}", file=sys.stderr)
             code = 1
             continue
-        line = f"{name} {state.pinned}: " + ("ready" if state.ready else f"not ready ({state.problem})")
+        line = f"{name} {state.pinned}: " + (
+            "ready" if state.ready else f"not ready ({state.problem})"
+        )
         print(line)
         code = code or (0 if state.ready else 1)
     return code

@@ -58,9 +58,13 @@ MAX_OUTPUT_TOKENS = 32768
 GRACE_SECONDS = 5.0
 STDOUT_KEEP = 16 * 1024 * 1024
 _ALLOWED = {
-    "context_window", "max_output_tokens", "upstream_base", "grace_seconds",
-    "harness_sandbox", "request_timeout",
-}  # fmt: skip
+    "context_window",
+    "max_output_tokens",
+    "upstream_base",
+    "grace_seconds",
+    "harness_sandbox",
+    "request_timeout",
+}
 _IGNORED = {"model", "run_id"}
 
 
@@ -166,7 +170,8 @@ class NativeHarness:
     def sandbox_needs(self) -> SandboxNeeds:
         """The relay socket and the CLI's install, bound read-only at the same path."""
         return SandboxNeeds(
-            relay=True, runtime_binds=((str(harness_dir(self.name)), f"{SANDBOX_ROOT}/{self.name}"),)
+            relay=True,
+            runtime_binds=((str(harness_dir(self.name)), f"{SANDBOX_ROOT}/{self.name}"),),
         )
 
     def cancel(self) -> None:
@@ -192,13 +197,17 @@ class NativeHarness:
         elif extra:
             problem = f"{self.name} settings: unknown keys {extra} (allowed: {sorted(_ALLOWED)})"
         elif ctx.relay_dir is None:
-            problem = (f"{self.name}: this sandbox has no relay socket; native harnesses "
-                       "run on the local sandbox backend")  # fmt: skip
+            problem = (
+                f"{self.name}: this sandbox has no relay socket; native harnesses "
+                "run on the local sandbox backend"
+            )
         else:
             state = harness_state(self.name)
             self._state = state
             if not state.ready:
-                problem = f"{self.name} {state.pinned} is not installed: {state.problem}; {state.fix}"
+                problem = (
+                    f"{self.name} {state.pinned} is not installed: {state.problem}; {state.fix}"
+                )
         if problem is not None:
             ctx.events.emit("error", message=problem)
             return AgentResult(end_state="runtime_error", error=problem)
@@ -206,18 +215,22 @@ class NativeHarness:
         try:
             upstream = self.upstream_base(model, merged)
             relay = WireRelay(
-                wire=self.wire, model=model, upstream_base=upstream, events=ctx.events,
+                wire=self.wire,
+                model=model,
+                upstream_base=upstream,
+                events=ctx.events,
                 time_left=ctx.remaining,
                 request_timeout=float(merged.get("request_timeout", 900.0)),
                 **self.relay_options(merged),
-            )  # fmt: skip
+            )
         except ValueError as exc:
             ctx.events.emit("error", message=str(exc))
             return AgentResult(end_state="runtime_error", error=str(exc))
         plan = Plan(
             task_id=ctx.task.task_id,
-            prompt=relation_prompt(ctx.task.task_id, ctx.task.question,
-                                   workspace=WORKSPACE_DIR, output=PREDICTION_PATH),  # fmt: skip
+            prompt=relation_prompt(
+                ctx.task.task_id, ctx.task.question, workspace=WORKSPACE_DIR, output=PREDICTION_PATH
+            ),
             model_id=model.id,
             relay_url=f"http://127.0.0.1:{RELAY_PORT}",
             token=relay.token,
@@ -294,14 +307,21 @@ class NativeHarness:
             with self._lock:
                 self._live.append(sb)
             if self._cancel.is_set():
-                outcome = Outcome(exit_code=None, timed_out=False, stopped=True, signal=None,
-                                  stdout="", stderr="")  # fmt: skip
+                outcome = Outcome(
+                    exit_code=None, timed_out=False, stopped=True, signal=None, stdout="", stderr=""
+                )
             else:
                 res = sb.exec(
-                    ["python3", "-I", "-S", f"{RUNTIME_DIR}/supervisor.py",
-                     f"{RUNTIME_DIR}/supervisor.json"],
-                    timeout=wall + grace + 60.0, cwd=OUTPUT_DIR,
-                )  # fmt: skip
+                    [
+                        "python3",
+                        "-I",
+                        "-S",
+                        f"{RUNTIME_DIR}/supervisor.py",
+                        f"{RUNTIME_DIR}/supervisor.json",
+                    ],
+                    timeout=wall + grace + 60.0,
+                    cwd=OUTPUT_DIR,
+                )
                 outcome = self._outcome(sb, res)
         finally:
             with self._lock:
@@ -311,7 +331,9 @@ class NativeHarness:
         end_state, error = self._end_state(outcome, relay, model.id, sb)
         if relay.infra_errors and end_state not in ("submitted", "wall_time_exhausted", "stopped"):
             self._cleanup(sb)
-            raise InfrastructureError(f"{self.name}: {relay.infra_errors[-1]}", code="model_endpoint")
+            raise InfrastructureError(
+                f"{self.name}: {relay.infra_errors[-1]}", code="model_endpoint"
+            )
         turns, actions = self.summarize(outcome)
         self._cleanup(sb)
         usage = relay.snapshot()
@@ -352,7 +374,9 @@ class NativeHarness:
     def _outcome(self, sb: Any, res: Any) -> Outcome:
         def read(name: str, limit: int) -> str:
             try:
-                return sb.read_file(f"{RUNTIME_DIR}/{name}", max_bytes=limit).decode("utf-8", "replace")
+                return sb.read_file(f"{RUNTIME_DIR}/{name}", max_bytes=limit).decode(
+                    "utf-8", "replace"
+                )
             except OSError:
                 return ""
 
@@ -365,9 +389,15 @@ class NativeHarness:
         files = {rel: read(f"home/{rel}", STDOUT_KEEP) for rel in self.trace_files()}
         if not status:  # the supervisor itself died (the sandbox's deadline, say)
             stderr += "\n" + res.stderr[-4000:]
-            return Outcome(exit_code=res.exit_code, timed_out=res.status == "deadline",
-                           stopped=self._cancel.is_set(), signal=None, stdout=stdout,
-                           stderr=stderr, files=files)  # fmt: skip
+            return Outcome(
+                exit_code=res.exit_code,
+                timed_out=res.status == "deadline",
+                stopped=self._cancel.is_set(),
+                signal=None,
+                stdout=stdout,
+                stderr=stderr,
+                files=files,
+            )
         return Outcome(
             exit_code=status.get("exit_code"),
             timed_out=bool(status.get("timed_out")),
@@ -390,7 +420,10 @@ class NativeHarness:
             if found is not None:
                 return found
             tail = outcome.stderr.strip().splitlines()[-1:] or [""]
-            return "runtime_error", f"{self.name} exited with code {outcome.exit_code}: {tail[0][:300]}"
+            return (
+                "runtime_error",
+                f"{self.name} exited with code {outcome.exit_code}: {tail[0][:300]}",
+            )
         try:
             if relay.refused_models:
                 raise RuntimeError(
@@ -414,7 +447,8 @@ class NativeHarness:
 
     @staticmethod
     def _signal_supervisor(sb: Any) -> None:
-        script = f"p=$(cat {shlex.quote(RUNTIME_DIR)}/supervisor.pid 2>/dev/null) && kill -TERM \"$p\"; exit 0"
+        pid_file = shlex.quote(f"{RUNTIME_DIR}/supervisor.pid")
+        script = f'p=$(cat {pid_file} 2>/dev/null) && kill -TERM "$p"; exit 0'
         try:
             sb.exec(["/bin/sh", "-c", script], timeout=30.0)
         except SandboxError:
@@ -433,7 +467,7 @@ def _supervisor_source() -> bytes:
 
 
 def jsonl(text: str) -> list[dict[str, Any]]:
-    """The JSON objects of a JSON-lines text (other lines skipped).
+    r"""The JSON objects of a JSON-lines text (other lines skipped).
 
     >>> jsonl('{"a": 1}\\nnot json\\n[1]\\n')
     [{'a': 1}]
