@@ -20,7 +20,8 @@ events (``message_start`` ... ``message_stop``), or one JSON message when the re
 not streamed, and ``.../count_tokens``. Both report the request's model back, so a relay
 that forwards the wrong model is visible in the reply.
 
-A step may also end the turn early: ``"stop_reason": "max_tokens"`` (Messages) or
+A step may claim another model in its reply (``"reply_model": "other"``), to test the
+single-backbone validators, and may end the turn early: ``"stop_reason": "max_tokens"`` (Messages) or
 ``"incomplete": "max_output_tokens"`` (Responses) to script an exhausted output.
 """
 
@@ -201,7 +202,7 @@ class ScriptedResponsesServer(_WireServer):
         self, name: str | None, step: int, spec: Mapping[str, Any], body: Mapping[str, Any]
     ) -> tuple[int, dict[str, str], bytes, str]:
         rid = f"resp_{uuid.uuid4().hex[:16]}"
-        model = str(body.get("model", "scripted"))
+        model = str(spec.get("reply_model") or body.get("model", "scripted"))
         items: list[dict[str, Any]] = []
         text = spec.get("content") if spec else self.exhausted_reply
         if text:
@@ -330,7 +331,7 @@ class ScriptedMessagesServer(_WireServer):
     def _render(
         self, name: str | None, step: int, spec: Mapping[str, Any], body: Mapping[str, Any]
     ) -> tuple[int, dict[str, str], bytes, str]:
-        model = str(body.get("model", "scripted"))
+        model = str(spec.get("reply_model") or body.get("model", "scripted"))
         blocks: list[dict[str, Any]] = []
         text = spec.get("content") if spec else self.exhausted_reply
         if text:

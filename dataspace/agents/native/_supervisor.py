@@ -9,7 +9,7 @@ only). It
 2. starts the CLI in its own session and process group, stdout and stderr to files;
 3. at the wall deadline (or on SIGTERM: the run was stopped) sends SIGTERM to the process
    group, then SIGKILL after the grace period; after the CLI exits, whatever is left in
-   its group is killed;
+   its group, or escaped it, is killed (``kill(-1)`` inside the sandbox's PID namespace);
 4. writes ``status`` as JSON: ``exit_code``, ``timed_out``, ``stopped``, ``signal`` sent,
    ``seconds``.
 
@@ -115,6 +115,10 @@ def main(config_path):
             break
         time.sleep(0.05)
     kill_group(child.pid, signal.SIGKILL)  # what the CLI left behind in its group
+    # and what escaped the group (setsid, daemons): every other process this user may
+    # signal in the sandbox's PID namespace; nothing else runs there during the attempt
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.kill(-1, signal.SIGKILL)
     status = {
         "exit_code": child.returncode,
         "timed_out": timed_out,

@@ -168,7 +168,13 @@ class NativeHarness:
 
     # ---- protocol ---------------------------------------------------------------------------
     def sandbox_needs(self) -> SandboxNeeds:
-        """The relay socket and the CLI's install, bound read-only at the same path."""
+        """The relay socket and the CLI's install, bound read-only at the same path.
+
+        A missing install binds nothing: ``run`` then ends the attempt with the fix.
+        """
+        host = harness_dir(self.name)
+        if not host.is_dir():
+            return SandboxNeeds(relay=True)
         return SandboxNeeds(
             relay=True,
             runtime_binds=((str(harness_dir(self.name)), f"{SANDBOX_ROOT}/{self.name}"),),
