@@ -21,8 +21,9 @@ not streamed, and ``.../count_tokens``. Both report the request's model back, so
 that forwards the wrong model is visible in the reply.
 
 A step may claim another model in its reply (``"reply_model": "other"``), to test the
-single-backbone validators, and may end the turn early: ``"stop_reason": "max_tokens"`` (Messages) or
-``"incomplete": "max_output_tokens"`` (Responses) to script an exhausted output.
+single-backbone validators, and may end the turn early: ``"stop_reason": "max_tokens"``
+(Messages) or ``"incomplete": "max_output_tokens"`` (Responses) to script an exhausted
+output.
 """
 
 from __future__ import annotations

@@ -33,6 +33,7 @@ pytestmark = [pytest.mark.sandbox, pytest.mark.llm, pytest.mark.integration, pyt
 
 SERVERS = {"codex": ScriptedResponsesServer, "claude-code": ScriptedMessagesServer}
 HALF = len(SECRET) // 2
+PRED = "/output/prediction.csv"
 
 
 def _installed(name: str) -> None:
@@ -92,9 +93,7 @@ def solving_script(gold: bytes, port: int) -> list[dict[str, Any]]:
     encoded = base64.b64encode(gold).decode()
     return [
         {"shell": probe(port)},
-        {
-            "shell": f"echo {encoded} | base64 -d > /output/prediction.csv && head -3 /output/prediction.csv"
-        },
+        {"shell": f"echo {encoded} | base64 -d > /output/prediction.csv && head -3 {PRED}"},
         {"content": "prediction.csv is written and verified."},
     ]
 
