@@ -115,6 +115,7 @@ class GrokBuildAgent(NativeHarness):
 
     def config_files(self, plan: Plan) -> dict[str, str]:
         """``.grok/config.toml`` and ``.grok/sandbox.toml``."""
+        self._on(plan)
         model = plan.settings.get("model")
         key = str(plan.settings.get("model_key") or getattr(model, "id", plan.model_id))
         return {
