@@ -74,7 +74,7 @@ read_only = ["/opt/dataspace"]
 def toml_strings(content: str, section: str) -> dict[str, str]:
     r"""String assignments of one ``[section]`` of a simple TOML file.
 
-    >>> toml_strings('[a]\\nx = "1"\\n[b]\\nx = "2"\\n', "b")
+    >>> toml_strings('[a]\nx = "1"\n[b]\nx = "2"\n', "b")
     {'x': '2'}
     """
     current, out = "", {}

@@ -475,7 +475,7 @@ def _supervisor_source() -> bytes:
 def jsonl(text: str) -> list[dict[str, Any]]:
     r"""The JSON objects of a JSON-lines text (other lines skipped).
 
-    >>> jsonl('{"a": 1}\\nnot json\\n[1]\\n')
+    >>> jsonl('{"a": 1}\nnot json\n[1]\n')
     [{'a': 1}]
     """
     out = []
