@@ -109,26 +109,27 @@ def keep_recent_images(body: Any, max_images: int = MAX_IMAGES) -> tuple[Any, in
         raise ValueError("max_images must be positive")
     if not isinstance(body, dict) or not isinstance(body.get("messages"), list):
         return body, 0
-    found: list[int] = []
 
-    def collect(v: Any) -> None:
+    def count(v: Any) -> int:
         if isinstance(v, dict) and v.get("type") == "image":
-            found.append(id(v))
-        elif isinstance(v, dict):
-            for x in v.values():
-                collect(x)
-        elif isinstance(v, list):
-            for x in v:
-                collect(x)
+            return 1
+        if isinstance(v, dict):
+            return sum(count(x) for x in v.values())
+        if isinstance(v, list):
+            return sum(count(x) for x in v)
+        return 0
 
-    collect(body["messages"])
-    omitted = set(found[: max(0, len(found) - max_images)])
-    if not omitted:
+    # images are told apart by their place in document order (the oldest come first)
+    omit = max(0, count(body["messages"]) - max_images)
+    if not omit:
         return body, 0
+    seen = 0
 
     def replace(v: Any) -> Any:
+        nonlocal seen
         if isinstance(v, dict) and v.get("type") == "image":
-            return {"type": "text", "text": OMITTED_IMAGE_TEXT} if id(v) in omitted else v
+            seen += 1
+            return {"type": "text", "text": OMITTED_IMAGE_TEXT} if seen <= omit else v
         if isinstance(v, dict):
             return {k: replace(x) for k, x in v.items()}
         if isinstance(v, list):
@@ -136,7 +137,7 @@ def keep_recent_images(body: Any, max_images: int = MAX_IMAGES) -> tuple[Any, in
         return v
 
     body["messages"] = replace(body["messages"])
-    return body, len(omitted)
+    return body, omit
 
 
 def normalize_finish_line(line: bytes) -> bytes:
