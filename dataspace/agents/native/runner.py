@@ -43,7 +43,7 @@ from typing import Any, ClassVar
 from dataspace.agents._react_tools import MAX_PREDICTION_BYTES, check_prediction
 from dataspace.agents.base import AgentContext, AgentResult
 from dataspace.agents.native.install import SANDBOX_ROOT, harness_dir, harness_state
-from dataspace.errors import InfrastructureError, SandboxError
+from dataspace.errors import ConfigError, InfrastructureError, SandboxError
 from dataspace.sandbox.base import OUTPUT_DIR, RELAY_DIR, WORKSPACE_DIR
 
 logger = logging.getLogger(__name__)
@@ -167,6 +167,24 @@ class NativeHarness:
         return str(base)
 
     # ---- protocol ---------------------------------------------------------------------------
+    @classmethod
+    def check_settings(cls, settings: Mapping[str, Any], *, has_model: bool) -> None:
+        """Refuse a spec this harness cannot run (before any attempt).
+
+        Raises:
+            ConfigError: no model, an unknown setting or a bad ``harness_sandbox``.
+        """
+        if not has_model:
+            raise ConfigError(f"{cls.name} needs a model: add `model:` to the agent")
+        extra = sorted(set(settings) - _ALLOWED - _IGNORED)
+        if extra:
+            raise ConfigError(
+                f"{cls.name} settings: unknown keys {extra} (allowed: {sorted(_ALLOWED)})"
+            )
+        mode = settings.get("harness_sandbox", cls.default_harness_sandbox)
+        if mode not in ("on", "off"):
+            raise ConfigError(f"{cls.name} settings.harness_sandbox: 'on' or 'off', not {mode!r}")
+
     def sandbox_needs(self) -> SandboxNeeds:
         """The relay socket and the CLI's install, bound read-only at the same path.
 
