@@ -211,6 +211,7 @@ def _run_direct(
     wall: float,
     inspect: Any = None,
     settings: dict[str, Any] | None = None,
+    agent: Any = None,
 ) -> tuple[Any, list[dict[str, Any]]]:
     """One attempt's agent on a sandbox with the relay folder, outside the run loop."""
     import os
@@ -224,7 +225,7 @@ def _run_direct(
         os.chmod(p, 0o755 if p.is_dir() else 0o644)
     relay_dir = tmp_path / "relay"
     relay_dir.mkdir(mode=0o755)
-    agent = get_agent(harness)
+    agent = agent or get_agent(harness)
     needs = agent.sandbox_needs()
     sb = local_backend.create(
         SandboxSpec(
@@ -332,3 +333,28 @@ def test_a_missing_binary_is_a_runtime_error_with_the_fix(local_backend, tmp_pat
     assert result.end_state == "runtime_error"
     assert "codex 0.145.0 is not installed" in (result.error or "")
     assert "dataspace.agents.native.install codex" in (result.error or "")
+
+
+def test_cancel_stops_the_cli_and_ends_stopped(local_backend, tmp_path):
+    """Cancelling a run (Ctrl-C on the controller) ends a live CLI with ``stopped``."""
+    _installed("codex")
+    from dataspace.agents.native.codex import CodexAgent
+
+    agent = CodexAgent()
+    script = [{"shell": "echo started"}, {"content": "thinking", "delay": 120}]
+    with ScriptedResponsesServer({"task_1": script}) as srv:
+
+        def cancel_when_waiting() -> None:
+            deadline = time.monotonic() + 120
+            while srv.served("task_1", 1) == 0 and time.monotonic() < deadline:
+                time.sleep(0.05)
+            agent.cancel()
+
+        watcher = threading.Thread(target=cancel_when_waiting, daemon=True)
+        watcher.start()
+        t0 = time.monotonic()
+        result, events = _run_direct("codex", local_backend, tmp_path, srv, wall=300, agent=agent)
+        watcher.join(timeout=10)
+    assert result.end_state == "stopped" and time.monotonic() - t0 < 100
+    out = next(e for e in events if e["type"] == "harness_output")
+    assert out["signal"] in ("SIGTERM", "SIGKILL") and out["timed_out"] is False

@@ -139,3 +139,102 @@ def test_grok_build_files_and_command_match_the_official_ones():
 def test_a_bad_harness_sandbox_value_is_refused(name):
     with pytest.raises(ValueError, match="harness_sandbox must be 'on' or 'off'"):
         get_agent(name).config_files(_plan(name, "maybe"))
+
+
+def _outcome(stdout: str = "", stderr: str = "", code: int = 1):
+    from dataspace.agents.native.runner import Outcome
+
+    return Outcome(
+        exit_code=code, timed_out=False, stopped=False, signal=None, stdout=stdout, stderr=stderr
+    )
+
+
+def _result(text: str) -> str:
+    return json.dumps({"type": "result", "result": text, "num_turns": 3}) + "\n"
+
+
+@pytest.mark.parametrize(
+    ("text", "state"),
+    [
+        ("Claude's response exceeded the 32000 output token maximum.", "model_output_exhausted"),
+        ("API Error: 400 prompt is too long: 300000 tokens", "context_window_exhausted"),
+        ("Autocompact is thrashing", "context_window_exhausted"),
+        ("API Error: 503 upstream", "runtime_error"),
+    ],
+)
+def test_claude_code_exit_classification_is_the_official_one(text, state):
+    got = get_agent("claude-code").classify_exit(_outcome(_result(text)))
+    assert got is not None and got[0] == state
+
+
+def test_codex_and_grok_exit_classification():
+    codex = get_agent("codex")
+    got = codex.classify_exit(
+        _outcome('{"type":"error","message":"... reason: max_output_tokens"}')
+    )
+    assert got is not None and got[0] == "model_output_exhausted"
+    assert codex.classify_exit(_outcome("plain failure")) is None
+    grok = get_agent("grok-build")
+    got = grok.classify_exit(_outcome(stderr="error: max_tokens_truncation"))
+    assert got is not None and got[0] == "model_output_exhausted"
+    assert grok.classify_exit(_outcome(stderr="serialization error"))[0] == "runtime_error"  # type: ignore[index]
+
+
+def test_claude_code_validator_reads_messages_and_model_usage():
+    agent = get_agent("claude-code")
+    ok = json.dumps({"type": "assistant", "message": {"model": MODEL}}) + "\n"
+    ok += json.dumps({"type": "result", "modelUsage": {MODEL: {}, f"{MODEL}[1m]": {}}}) + "\n"
+    agent.validate(_outcome(ok, code=0), MODEL)
+    bad = ok + json.dumps({"type": "result", "modelUsage": {"claude-haiku-4-5": {}}}) + "\n"
+    with pytest.raises(RuntimeError, match="claude-haiku-4-5"):
+        agent.validate(_outcome(bad, code=0), MODEL)
+
+
+def test_grok_build_validator_is_the_official_one():
+    from dataspace.agents.native.runner import Outcome
+
+    agent = get_agent("grok-build")
+    cfg = agent.config_files(_plan("grok-build", "on"))[".grok/config.toml"]
+    applied = {
+        "event_type": "ProfileApplied",
+        "profile": "dataspace-strict",
+        "enforced": True,
+        "read_only_paths": ["/opt/dataspace"],
+    }
+
+    def outcome(**files: str) -> Outcome:
+        base = {".grok/config.toml": cfg, ".grok/sandbox-events.jsonl": json.dumps(applied)}
+        return Outcome(
+            exit_code=0,
+            timed_out=False,
+            stopped=False,
+            signal=None,
+            stdout="",
+            stderr="",
+            files={**base, **files},
+        )
+
+    agent.validate(outcome(), MODEL)
+    switch = json.dumps({"msg": "backend_search: model switch", "ctx": {"new_model": "grok-4"}})
+    with pytest.raises(RuntimeError, match="grok-4"):
+        agent.validate(outcome(**{".grok/logs/unified.jsonl": switch}), MODEL)
+    with pytest.raises(RuntimeError, match="did not enforce"):
+        agent.validate(outcome(**{".grok/sandbox-events.jsonl": "{}"}), MODEL)
+    with pytest.raises(RuntimeError, match="unmapped roles: web_search"):
+        agent.validate(
+            outcome(**{".grok/config.toml": cfg.replace('web_search = "dataspace-backbone"', "")}),
+            MODEL,
+        )
+
+
+def test_native_settings_are_checked_before_the_run():
+    from dataspace.agents.native.codex import CodexAgent
+    from dataspace.errors import ConfigError
+
+    CodexAgent.check_settings({"context_window": 1000000}, has_model=True)
+    with pytest.raises(ConfigError, match="needs a model"):
+        CodexAgent.check_settings({}, has_model=False)
+    with pytest.raises(ConfigError, match=r"unknown keys \['max_turns'\]"):
+        CodexAgent.check_settings({"max_turns": 3}, has_model=True)
+    with pytest.raises(ConfigError, match="harness_sandbox"):
+        CodexAgent.check_settings({"harness_sandbox": "yes"}, has_model=True)
