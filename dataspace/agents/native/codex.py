@@ -13,8 +13,10 @@ Differences, recorded in the attempt's ``harness_config``: the provider's ``base
 the relay inside the sandbox and its ``env_key`` holds the one-run token; paths are ours
 (``/workspace``, ``/output``). ``sandbox_mode``: the official value is
 ``workspace-write`` (Codex's own bubblewrap sandbox, no network, writes to the output
-only). Codex's bubblewrap needs a new user namespace, which our sandbox refuses to its
-unprivileged, capability-less user, so by default (``harness_sandbox: off``) Codex runs
+only). Codex's bubblewrap cannot start inside our sandbox (it needs a nested user
+namespace and binds host ``/dev`` nodes such as ``/dev/full`` that our minimal ``/dev``
+lacks; every command fails with ``bwrap: Can't bind mount /oldroot/dev/full``), so by
+default (``harness_sandbox: off``) Codex runs
 with ``danger-full-access`` and our sandbox is the boundary; it keeps everything that
 mode would deny denied: no network route (only the relay answers, on loopback), the
 workspace read-only, web search off, every model but the attempt's refused by the relay.
