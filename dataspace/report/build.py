@@ -247,7 +247,9 @@ def _compute(df: Any) -> tuple[dict[str, Any], dict[str, str], list[str]]:
     }
     from dataspace.report.harnesses import harness_comparison_table
 
-    data["harnesses"] = harness_comparison_table(acc, eff)
+    harnesses = harness_comparison_table(acc, eff)
+    if not harnesses.empty:  # only when some model ran under two or more harnesses
+        data["harnesses"] = harnesses
     pk = tables.pass_at_k_table(df, labels)
     if pk is not None:
         data["pass_at_k"] = pk
