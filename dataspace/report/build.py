@@ -245,6 +245,11 @@ def _compute(df: Any) -> tuple[dict[str, Any], dict[str, str], list[str]]:
         "pareto": pareto,
         "per_task": tables.per_task_table(df, labels),
     }
+    from dataspace.report.harnesses import harness_comparison_table
+
+    harnesses = harness_comparison_table(acc, eff)
+    if not harnesses.empty:  # only when some model ran under two or more harnesses
+        data["harnesses"] = harnesses
     pk = tables.pass_at_k_table(df, labels)
     if pk is not None:
         data["pass_at_k"] = pk
