@@ -9,6 +9,7 @@ requests must be JSON and same-origin. What a user may see or do is decided by
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import re
@@ -106,7 +107,8 @@ class ReviewServer:
     def url(self) -> str:
         """The server's base URL."""
         host, port = self.httpd.server_address[:2]
-        return f"http://{host}:{port}"
+        name = host.decode() if isinstance(host, bytes) else str(host)
+        return f"http://{name}:{port}"
 
     def start(self) -> ReviewServer:
         """Serve in a background thread."""
@@ -206,7 +208,9 @@ class ReviewServer:
         @r("POST", "/api/tasks/{task}/sqlite")
         def sqlite(q: _Request) -> Any:
             body = q.json()
-            return s.workspace(_u(q), q.task).sqlite_query(str(body.get("path")), body.get("sql"))
+            return s.workspace(_u(q), q.task).sqlite_query(
+                str(body.get("path")), str(body.get("sql") or "")
+            )
 
         @r("POST", "/api/tasks/{task}/phase1")
         def phase1(q: _Request) -> Any:
@@ -316,14 +320,24 @@ class _HTTPHandler(BaseHTTPRequestHandler):
     def _error(self, status: int, message: str) -> None:
         self._json(status, {"error": message})
 
+    def _read_body(self) -> None:
+        """Read the whole request body first, so a keep-alive connection stays in step."""
+        self._raw_body = b""
+        try:
+            length = int(self.headers.get("Content-Length") or 0)
+        except ValueError:
+            self.close_connection = True
+            raise ReviewError("bad Content-Length") from None
+        if length > MAX_BODY or length < 0:
+            self.close_connection = True
+            raise ReviewError(f"request body over {MAX_BODY >> 20} MiB", status=413)
+        self._raw_body = self.rfile.read(length) if length else b""
+
     def read_json(self) -> dict[str, Any]:
         ctype = self.headers.get("Content-Type", "").split(";")[0].strip().lower()
         if ctype != "application/json":
             raise ReviewError("requests that change anything send application/json", status=415)
-        length = int(self.headers.get("Content-Length") or 0)
-        if length > MAX_BODY:
-            raise ReviewError(f"request body over {MAX_BODY >> 20} MiB", status=413)
-        raw = self.rfile.read(length) if length else b"{}"
+        raw = self._raw_body or b"{}"
         try:
             obj = json.loads(raw.decode("utf-8"))
         except (UnicodeDecodeError, json.JSONDecodeError) as exc:
@@ -362,12 +376,15 @@ class _HTTPHandler(BaseHTTPRequestHandler):
         self._dispatch("POST")
 
     def do_PUT(self) -> None:
+        with contextlib.suppress(ReviewError):
+            self._read_body()
         self._error(405, "method not allowed")
 
     do_DELETE = do_PATCH = do_PUT
 
     def _dispatch(self, method: str) -> None:
         try:
+            self._read_body()
             self._dispatch_inner(method)
         except ReviewError as exc:
             self._error(exc.status, str(exc))
@@ -382,6 +399,9 @@ class _HTTPHandler(BaseHTTPRequestHandler):
     def _dispatch_inner(self, method: str) -> None:
         path = urlsplit(self.path).path
         app = self.server_app
+        if method == "GET" and path == "/favicon.ico":
+            self._send(204, b"", "image/x-icon")
+            return
         if method == "GET" and (path == "/" or path.startswith("/static/")):
             self._static(path)
             return

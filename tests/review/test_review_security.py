@@ -270,3 +270,28 @@ def test_markdown_is_rendered_without_raw_html_and_raw_files_are_sandboxed(revie
     assert video.headers["Content-Type"] == "video/mp4"
     png = ana.get("/api/tasks/task_1/pdf/page", path="docs/census.pdf", page="2")
     assert png.status == 200 and png.body[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_keep_alive_connection_stays_in_step_after_bodies(review) -> None:
+    """Guards: a POST whose body a handler ignores, or a refused one, must not leave bytes
+    that the server then parses as the next request on the same connection."""
+    import http.client
+
+    review.svc.assign_balanced(per_task=2, reviewers=["ana", "ben"])
+    ana = review.client("ana")
+    host, port = review.url.removeprefix("http://").split(":")
+    conn = http.client.HTTPConnection(host, int(port), timeout=30)
+    headers = {"Content-Type": "application/json", "Cookie": ana.cookie or ""}
+    try:
+        for path in ("/api/tasks/task_1/accept", "/api/tasks/task_1/phase1"):
+            conn.request("POST", path, body=b'{"x": 1}', headers=headers)
+            assert conn.getresponse().read()
+            conn.request("PUT", path, body=b"{}", headers=headers)
+            reply = conn.getresponse()
+            reply.read()
+            assert reply.status == 405
+            conn.request("GET", "/api/me", headers=headers)
+            reply = conn.getresponse()
+            assert reply.status == 200 and b'"ana"' in reply.read()
+    finally:
+        conn.close()

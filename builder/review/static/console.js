@@ -171,6 +171,7 @@ async function openFile(f) {
   const box = $("viewer");
   box.replaceChildren(el("h4", {}, f.path));
   box.dataset.path = f.path;
+  box.dataset.loaded = "";
   try {
     if (f.modality === "csv" || f.modality === "json") {
       const tab = await api("GET", `/api/tasks/${t}/table?path=${q}`);
@@ -210,6 +211,7 @@ async function openFile(f) {
       box.append(el("a", { href: `/api/tasks/${t}/file?path=${q}`, download: f.path }, "download"));
     }
   } catch (e) { box.append(el("p", { class: "error" }, e.message)); }
+  box.dataset.loaded = f.path;
 }
 
 // ---- phase 1 -------------------------------------------------------------------------
