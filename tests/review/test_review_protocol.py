@@ -367,3 +367,108 @@ def test_cli_init_user_assign_status(db_url: str, release: Path, tmp_path: Path)
     assert res.returncode == 2 and "use another database" in res.stderr
     res = _cli("review", "status", "--db", "mysql://x")
     assert res.returncode == 2 and "unknown database URL" in res.stderr
+
+
+def test_repair_of_question_workspace_and_gold_is_an_overlay(review, tmp_path: Path) -> None:
+    """Guards: a repair never writes the base release; a workspace or question repair sends
+    the same reviewers back to phase 1; export carries the overlay and the new gold."""
+    import base64
+    import hashlib
+
+    base_files = {
+        p: hashlib.sha256(p.read_bytes()).hexdigest()
+        for p in sorted(review.release.rglob("*"))
+        if p.is_file() and not p.is_symlink()
+    }
+    review.svc.assign_balanced(per_task=2, reviewers=["ana", "ben"])
+    ana, ben, rita, root = (review.client(n) for n in ("ana", "ben", "rita", "root"))
+    for c in (ana, ben):
+        _both_phases(c, "task_1", gold_rows(210000), config_body())
+    # task_1 reaches consensus; on task_2 ben finds the gold wrong -> adjudication.
+    _both_phases(ana, "task_2", gold_rows(220000), config_body())
+    ben.ok("POST", "/api/tasks/task_2/phase1", phase1_body(gold_rows(220000)))
+    ben.ok(
+        "POST",
+        "/api/tasks/task_2/phase2",
+        phase2_body(verdict="mismatch", disposition="repair_several"),
+    )
+    assert root.ok("GET", "/api/tasks/task_2")["state"] == "adjudication"
+    new_csv = b"city,country,population\nLyon,FR,522000\nGraz,AT,291000\nTurku,FI,225000\n"
+    bad = rita.post(
+        "/api/tasks/task_2/repair",
+        {
+            "scope": ["workspace"],
+            "reason": "r",
+            "files": {"../escape.csv": base64.b64encode(b"x").decode()},
+        },
+    )
+    assert bad.status == 400
+    same = rita.post(
+        "/api/tasks/task_2/repair",
+        {
+            "scope": ["workspace"],
+            "reason": "r",
+            "files": {
+                "cities.csv": base64.b64encode(
+                    (review.release / "input/task_2/context/cities.csv").read_bytes()
+                ).decode()
+            },
+        },
+    )
+    assert same.status == 400 and "unchanged" in same.json()["error"]
+    gold_csv = "city,population\nLyon,522000\nGraz,291000\nTurku,225000\n"
+    out = rita.ok(
+        "POST",
+        "/api/tasks/task_2/repair",
+        {
+            "scope": ["question", "workspace", "gold"],
+            "reason": "Porto's count was stale; Turku's census figure is 225000",
+            "question": "Which cities had more than 220000 inhabitants in 2020?",
+            "files": {
+                "cities.csv": base64.b64encode(new_csv).decode(),
+                "notes/countries.json": None,
+            },
+            "gold_csv": gold_csv,
+        },
+    )
+    assert out == {"version": 2, "state": "recheck"}
+    # The same reviewers solve again (the question and workspace changed).
+    view = ana.ok("GET", "/api/tasks/task_2")
+    assert view["todo"] == "phase1" and view["question"].endswith("in 2020?")
+    files = {f["path"]: f for f in ana.ok("GET", "/api/tasks/task_2/files")}
+    assert "notes/countries.json" not in files and files["cities.csv"]["overlay"] is True
+    assert ana.get("/api/tasks/task_2/file", path="cities.csv").body == new_csv
+    assert ana.get("/api/tasks/task_2/file", path="notes/countries.json").status == 404
+    assert ana.get("/api/tasks/task_2/gold").status == 403  # new version: blind again
+    new_rows = [["Lyon", 522000], ["Graz", 291000], ["Turku", 225000]]
+    for c in (ana, ben):
+        c.ok("POST", "/api/tasks/task_2/phase1", phase1_body(new_rows))
+        assert c.ok("GET", "/api/tasks/task_2/gold")["diagnostic"]["verdict"]["passed"]
+        c.ok("POST", "/api/tasks/task_2/phase2", phase2_body(config_body()))
+    root.ok("POST", "/api/tasks/task_1/accept")
+    root.ok("POST", "/api/tasks/task_2/accept")
+    # The base release is byte for byte what it was.
+    after = {
+        p: hashlib.sha256(p.read_bytes()).hexdigest()
+        for p in sorted(review.release.rglob("*"))
+        if p.is_file() and not p.is_symlink()
+    }
+    assert after == base_files
+    res = _cli("review", "export", "--db", review.db_url, "--out", str(tmp_path / "out"))
+    assert res.returncode == 0, res.stderr
+    rel = Release(tmp_path / "out")
+    rel.check(require_gold=True)
+    assert rel.task("task_2").question.endswith("in 2020?")
+    assert (rel.workspace("task_2") / "cities.csv").read_bytes() == new_csv
+    assert not (rel.workspace("task_2") / "notes" / "countries.json").exists()
+    assert (rel.workspace("task_1") / "notes" / "countries.json").exists()
+    assert rel.gold_bytes("task_2").decode() == gold_csv
+    ledger = rel.ledger("task_2") or {}
+    assert ledger["gold_repaired_in_review"] is True and ledger["review_version"] == 2
+    assert ledger["sql"]  # provenance kept
+    meta = rel.metadata("task_2") or {}
+    assert meta["answer_rows"] == 3 and meta["review"]["repairs"][0]["scope"] == [
+        "question",
+        "workspace",
+        "gold",
+    ]

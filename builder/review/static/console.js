@@ -276,7 +276,9 @@ async function loadGold() {
     ? `Your locked answer equals the gold (config used: ${d.config_used}).`
     : `Your locked answer differs: ${v.error_code} — ${v.error} (config used: ${d.config_used}).`;
   const rows = [...d.missing_rows.map((r) => ["missing from yours", ...r.cells]), ...d.extra_rows.map((r) => ["only in yours", ...r.cells])];
-  $("diag-rows").replaceChildren(rows.length ? tableOf(["", ...g.header], rows) : el("p", { class: "muted" }, "no row differences"));
+  const shapes = `gold ${d.gold_shape[0]} rows × ${d.gold_shape[1]} columns; yours ${d.candidate_shape[0]} × ${d.candidate_shape[1]}`;
+  if (d.mapping === null) $("diag-rows").replaceChildren(el("p", {}, `The tables have different widths (${shapes}).`));
+  else $("diag-rows").replaceChildren(el("p", { class: "muted" }, shapes), rows.length ? tableOf(["", ...g.header], rows) : el("p", { class: "muted" }, "no row differences"));
 }
 
 function buildConfigEditor() {
