@@ -264,6 +264,10 @@ class ReviewServer:
         def assign(q: _Request) -> Any:
             return s.assign(_u(q), q.task, str(q.json().get("reviewer") or ""))
 
+        @r("POST", "/api/tasks/{task}/unassign")
+        def unassign(q: _Request) -> Any:
+            return s.unassign(_u(q), q.task, str(q.json().get("reviewer") or ""))
+
         @r("GET", "/api/status")
         def status(q: _Request) -> Any:
             _admin(q)

@@ -669,6 +669,13 @@ class ReviewService:
         fold = self._append(user, task_id, "assigned", {"reviewer": reviewer})
         return {"reviewers": fold.reviewers, "state": str(fold.state)}
 
+    def unassign(self, user: User | str, task_id: str, reviewer: str) -> dict[str, Any]:
+        """Replace a pending assignment: drop a reviewer before any answer was submitted."""
+        if isinstance(user, User) and user.role != Role.ADMIN:
+            raise _forbid("only administrators change assignments")
+        fold = self._append(user, task_id, "unassigned", {"reviewer": reviewer})
+        return {"reviewers": fold.reviewers, "state": str(fold.state)}
+
     def assign_balanced(
         self, *, per_task: int = MIN_REVIEWERS, reviewers: Sequence[str] | None = None
     ) -> dict[str, list[str]]:

@@ -322,9 +322,16 @@ def test_balanced_assignment_and_fixed_membership(review) -> None:
     tid, names = next(iter(added.items()))
     other = next(n for n in ("ana", "ben", "cai") if n not in names)
     assert root.post(f"/api/tasks/{tid}/assign", {"reviewer": "rita"}).status == 400
+    # A pending assignment may be replaced before anyone answered.
+    root.ok("POST", f"/api/tasks/{tid}/unassign", {"reviewer": names[1]})
+    assert root.ok("GET", f"/api/tasks/{tid}")["state"] == "pending"
+    assert review.client(names[1]).get(f"/api/tasks/{tid}").status == 403
+    root.ok("POST", f"/api/tasks/{tid}/assign", {"reviewer": names[1]})
     reviewer = review.client(names[0])
     reviewer.ok("POST", f"/api/tasks/{tid}/phase1", phase1_body(gold_rows(0)))
     r = root.post(f"/api/tasks/{tid}/assign", {"reviewer": other})
+    assert r.status == 409 and "membership is fixed" in r.json()["error"]
+    r = root.post(f"/api/tasks/{tid}/unassign", {"reviewer": names[1]})
     assert r.status == 409 and "membership is fixed" in r.json()["error"]
     assert (
         review.client(names[1]).post(f"/api/tasks/{tid}/assign", {"reviewer": other}).status == 403

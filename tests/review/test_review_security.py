@@ -40,6 +40,7 @@ TASK_ENDPOINTS = [
     ("POST", "/api/tasks/{t}/accept", {}),
     ("POST", "/api/tasks/{t}/remove", {"reason": "r"}),
     ("POST", "/api/tasks/{t}/assign", {"reviewer": "cai"}),
+    ("POST", "/api/tasks/{t}/unassign", {"reviewer": "ana"}),
 ]
 GLOBAL_ENDPOINTS = [
     ("GET", "/api/me", None),
@@ -115,6 +116,7 @@ def test_reviewer_sees_no_gold_sql_ledger_or_peer_before_locking(review) -> None
         "POST /api/tasks/{t}/accept",
         "POST /api/tasks/{t}/remove",
         "POST /api/tasks/{t}/assign",
+        "POST /api/tasks/{t}/unassign",
     ):
         assert seen[key] == 403, (key, seen[key])
     assert seen["POST /api/tasks/{t}/messages"] == 409  # discussion opens after locking
