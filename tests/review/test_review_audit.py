@@ -223,3 +223,37 @@ def test_audit_without_a_model_leaves_proposals_blank(run_dir) -> None:
         timeout=120,
     )
     assert res.returncode == 2 and "not a subtype" in res.stderr
+
+
+def test_audit_console_in_the_browser(run_dir, tmp_path: Path) -> None:
+    import report_browser
+
+    exe = report_browser.find_chromium()
+    if exe is None:
+        pytest.skip("chromium is not installed (scripts/system-packages.txt lists it)")
+    run, release, failed = run_dir
+    run_audit(str(run), agent="weak", release=str(release), client=None)
+    console = AuditConsole(AuditFile(str(run), "weak"), by="ria").start()
+    browser = report_browser.Browser(exe, allow_hosts=("127.0.0.1",))
+    try:
+        page = browser.new_page()
+        load = page.goto(console.url)
+        rows = page.eval("document.querySelectorAll('#audit tr[data-task]').length")
+        assert rows == len(failed)
+        row = f"#audit tr[data-task={failed[0]}]"
+        page.eval(f"document.querySelector('{row} select').value = 'E1'")
+        page.eval(f"document.querySelector('{row} input[name=note]').value = 'page 2 skipped'")
+        page.eval(f"document.querySelector('{row} button').click()")
+        page.wait_for(
+            f"(document.querySelector('{row} .ok') || {{}}).textContent === 'confirmed E1 by ria'"
+        )
+        page.settle(load)
+        assert [e for e in load.errors if e.startswith(("exception", "console"))] == []
+        page.screenshot(str(tmp_path / "audit-console.png"))
+    finally:
+        browser.close()
+        console.stop()
+    doc = json.loads((run / "audit" / "weak" / "audit.json").read_text())
+    item = next(i for i in doc["items"] if i["task_id"] == failed[0])
+    assert item["confirmed"]["subtype"] == "E1" and item["confirmed"]["revised"] is True
+    assert item["confirmed"]["note"] == "page 2 skipped"
