@@ -297,6 +297,13 @@ class _HTTPHandler(BaseHTTPRequestHandler):
     server_version = "dataspace-review"
     sys_version = ""
 
+    def finish(self) -> None:
+        # One thread serves one HTTP connection: its database connection ends with it.
+        try:
+            super().finish()
+        finally:
+            self.server_app.service.db.release()
+
     def log_message(self, format: str, *args: Any) -> None:
         logger.debug("%s %s", self.address_string(), format % args)
 

@@ -127,6 +127,23 @@ class Database:
         except psycopg.Error as exc:
             raise ConfigError(f"{self.display_url}: cannot connect: {exc}".strip()) from exc
 
+    def release(self) -> None:
+        """Close this thread's connection (a server thread calls it when it ends)."""
+        conn = getattr(self._local, "conn", None)
+        if conn is None:
+            return
+        self._local.conn = None
+        with self._all_lock:
+            self._all = [c for c in self._all if c is not conn]
+        with contextlib.suppress(Exception):
+            conn.close()
+
+    @property
+    def open_connections(self) -> int:
+        """How many connections are open now."""
+        with self._all_lock:
+            return len(self._all)
+
     def close(self) -> None:
         """Close every connection this object opened."""
         with self._all_lock:

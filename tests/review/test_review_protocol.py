@@ -479,3 +479,18 @@ def test_repair_of_question_workspace_and_gold_is_an_overlay(review, tmp_path: P
         "workspace",
         "gold",
     ]
+
+
+def test_database_connections_end_with_their_http_connections(review) -> None:
+    """Guards: each HTTP connection runs in its own thread; its database connection must be
+    closed when it ends, or PostgreSQL runs out of connection slots (60 in the fixture)."""
+    review.svc.assign_balanced(per_task=2, reviewers=["ana", "ben"])
+    ana = review.client("ana")
+    for _ in range(90):  # every urllib request is a new HTTP connection
+        ana.ok("GET", "/api/tasks/task_1/files")
+    import time
+
+    deadline = time.monotonic() + 60  # the last server threads may still be finishing
+    while review.db.open_connections > 5 and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert review.db.open_connections <= 5
