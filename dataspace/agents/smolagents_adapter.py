@@ -43,7 +43,7 @@ RUNTIME_DIR = f"{OUTPUT_DIR}/.smolagents"
 BRIDGE_DIR = f"{OUTPUT_DIR}/.relay"
 PLACEHOLDER_BASE_URL = "http://relay.invalid/v1"
 _ALLOWED = {"max_output_tokens", "extra_body", "default_headers", "request_timeout", "retry"}
-_IGNORED = {"model", "run_id"}
+_IGNORED = {"model", "run_id", "protocol"}
 
 
 def relation_prompt(

@@ -339,6 +339,8 @@ def render_markdown(data: ReportData) -> str:
         "",
         f"Runs: {', '.join(str(r['run_id']) for r in data.runs)}; "
         f"{len(data.labels)} agents; generated {data.generated_at}.",
+        "Protocol: "
+        + ", ".join(f"{r['run_id']} {r.get('protocol', 'official')}" for r in data.runs),
         "",
     ]
     out += [f"> {n}" for n in data.notes]

@@ -267,6 +267,7 @@ def _fan_out(
             submitted_at=time.time(),
             try_index=len(prior),
             prior_failures=tuple(prior),
+            protocol=spec.protocol,
         )
 
     def submit(req: AttemptRequest) -> None:
@@ -400,6 +401,7 @@ def summarize(
     return {
         "schema_version": "1.0",
         "run_id": spec.run_id,
+        "protocol": spec.protocol,
         "attempts": len(rows),
         "agents": agents,
         "wall_seconds": wall_seconds,
