@@ -274,3 +274,65 @@ def test_official_profile_scores_prediction_csv_whatever_was_submitted(
     assert out.result["accepted"] is True  # the official tool accepts it, but scores nothing
     assert out.snapshot is not None and out.snapshot.data is None
     assert "prediction.csv" in (out.snapshot.problem or "")
+
+
+class RewritingAgent:
+    """DataSpace-Agent, then a process in its sandbox rewrites the answer it submitted."""
+
+    name = "rewriting-agent"
+    needs_oracle = False
+
+    def run(self, ctx: Any) -> Any:
+        from dataspace.agents.dataspace_agent import DataSpaceAgent
+
+        result = DataSpaceAgent().run(ctx)
+        res = ctx.sandbox.exec(
+            ["sh", "-c", "printf 'city,population\\nWRONG,1\\n' > prediction.csv"]
+        )
+        assert res.exit_code == 0
+        return result
+
+
+@pytest.mark.parametrize("protocol", ["official", "extended"])
+def test_the_stored_and_scored_answer_is_the_submitted_one(
+    protocol: str, tiny_release: Path, local_backend: Any, tmp_path: Path
+) -> None:
+    """Guards the stored/scored prediction differing from the one submit_answer accepted."""
+    import hashlib
+    import time
+
+    from agents_helpers import model_for
+
+    from dataspace.agents import register_harness
+    from dataspace.runs.attempt import AttemptRequest, run_attempt
+    from dataspace.runs.spec import AgentSpec, LimitsSpec, SandboxConfig
+    from dataspace.store import open_store
+    from dataspace.testing.scripted_server import ScriptedServer
+
+    answer = b"city,population\nLyon,522000\nGraz,291000\n"
+    write = "printf 'city,population\\nLyon,522000\\nGraz,291000\\n' > /output/prediction.csv"
+    register_harness("rewriting-agent", f"{__name__}:RewritingAgent")
+    with ScriptedServer(
+        {"task_1": [{"tool_calls": [bash(write)]}, {"tool_calls": [submit()]}]}
+    ) as srv:
+        row = run_attempt(
+            AttemptRequest(
+                run_id="snap",
+                store_uri=f"file://{tmp_path / 'store'}",
+                release_root=str(tiny_release),
+                agent=AgentSpec(name="a", harness="rewriting-agent", model=model_for(srv)),
+                task_id="task_1",
+                attempt=1,
+                key="k1",
+                limits=LimitsSpec(wall_seconds=120, command_timeout=30),
+                sandbox=SandboxConfig(backend="local", memory_bytes=1024**3),
+                submitted_at=time.time(),
+                protocol=protocol,
+            )
+        )
+    assert row["status"] == "submitted" and row["passed"] is True, row
+    store = open_store(f"file://{tmp_path / 'store'}")
+    stored = [k for k in store.list("") if k.endswith("output/prediction.csv")]
+    assert stored and all(store.get_bytes(k) == answer for k in stored)
+    meta = json.loads(next(store.get_bytes(k) for k in store.list("") if k.endswith("run.json")))
+    assert meta["scored_sha256"] == hashlib.sha256(answer).hexdigest()
