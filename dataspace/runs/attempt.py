@@ -85,6 +85,14 @@ def run_attempt(req: AttemptRequest) -> dict[str, Any]:
         workspace = release.workspace(req.task_id)
         phases["staging"] = time.monotonic() - t
         t = time.monotonic()
+        agent = get_agent(req.agent.harness)
+        needs = agent.sandbox_needs() if hasattr(agent, "sandbox_needs") else None
+        relay_dir: Path | None = None
+        # the relay socket is bound into local sandboxes only; a pod reaches the relay
+        # over the network (NetworkPolicy + one-attempt token, see k8s/)
+        if needs is not None and needs.relay and req.sandbox.backend == "local":
+            relay_dir = workdir / "relay"
+            relay_dir.mkdir(mode=0o755)
         try:
             backend = get_backend(req.sandbox.backend, **dict(req.sandbox.options))
             limits = Limits(
@@ -101,6 +109,8 @@ def run_attempt(req: AttemptRequest) -> dict[str, Any]:
                     workspace=workspace,
                     limits=limits,
                     image=req.sandbox.image,
+                    relay_dir=None if relay_dir is None else str(relay_dir),
+                    runtime_binds=() if needs is None else tuple(needs.runtime_binds),
                     labels={
                         "run": req.run_id,
                         "agent": req.agent.name,
@@ -114,7 +124,6 @@ def run_attempt(req: AttemptRequest) -> dict[str, Any]:
             raise _sandbox_fault(f"sandbox failed to start: {exc}", exc) from exc
         phases["sandbox_start"] = time.monotonic() - t
 
-        agent = get_agent(req.agent.harness)
         alimits = AgentLimits(
             model_turns=req.limits.model_turns,
             tool_actions=req.limits.tool_actions,
@@ -136,6 +145,7 @@ def run_attempt(req: AttemptRequest) -> dict[str, Any]:
             deadline=t + req.limits.wall_seconds,
             oracle=oracle,
             settings=settings,
+            relay_dir=relay_dir,
         )
         try:
             result = agent.run(ctx)
