@@ -56,6 +56,7 @@ def run_demo(
     concurrency: int = 2,
     progress: Callable[[dict[str, Any]], None] | None = None,
     build_progress: Callable[[int, int, Any], None] | None = None,
+    protocol: str = "official",
 ) -> DemoOutcome:
     """Build ``out/release`` from the bundled corpora and run ``gold`` into ``out/store``.
 
@@ -64,6 +65,7 @@ def run_demo(
         concurrency: attempts (and item builds) at once.
         progress: the run's progress callback (see ``execute_run``).
         build_progress: called as ``(done, total, result)`` after each built item.
+        protocol: the run's protocol profile (``official`` or ``extended``).
     """
     from builder.parallel import BuildSpec, SourceSpec, build_parallel
     from dataspace.runs.controller import execute_run
@@ -91,6 +93,7 @@ def run_demo(
         agents=(AgentSpec(name="gold", harness="gold"),),
         sandbox=SandboxConfig(backend="local", cpus=1.0, memory_bytes=1024**3),
         concurrency=max(1, concurrency),
+        protocol=protocol,
     )
     run = execute_run(spec, progress=progress)
     return DemoOutcome(

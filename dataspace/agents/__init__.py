@@ -11,6 +11,7 @@ from dataspace.agents.base import (
     AgentLimits,
     AgentResult,
     EventLog,
+    PredictionSnapshot,
     Usage,
 )
 from dataspace.errors import ConfigError
@@ -63,6 +64,7 @@ __all__ = [
     "AgentLimits",
     "AgentResult",
     "EventLog",
+    "PredictionSnapshot",
     "Usage",
     "get_agent",
     "harness_names",

@@ -1,10 +1,16 @@
 """The three tools of DataSpace-Agent: ``bash``, ``view_image`` and ``submit_answer``.
 
-Schemas, argument checks, output truncation, path rules and the answer check follow the
-paper's baseline. Every tool acts through the sandbox contract only; the controller never
-touches the sandbox's files directly. A tool never raises for the model's mistakes: a bad
-call becomes an error observation (``{"ok": false, "error_type", "error"}``). Sandbox
-failures (``SandboxError``) propagate: they are infrastructure faults.
+Schemas, argument checks, error texts, output truncation, path rules and the answer check
+follow the official baseline; where the two protocol profiles differ, the rule is named on
+``ProtocolProfile`` (``dataspace.agents.protocol``). Every tool acts through the sandbox
+contract only; the controller never touches the sandbox's files directly. A tool never
+raises for the model's mistakes: a bad call becomes an error observation
+(``{"ok": false, "error_type", "error"}``). Sandbox failures (``SandboxError``) propagate:
+they are infrastructure faults.
+
+Images are measured and decoded by ``dataspace.agents._image`` (header check, then a
+memory-bounded child process). An accepted answer's bytes are read at submit time and kept
+as the attempt's ``PredictionSnapshot``: that copy is what is stored and scored.
 """
 
 from __future__ import annotations
@@ -23,13 +29,28 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from dataspace.agents._image import ImageRefused
+from dataspace.agents._image import normalize_image as _normalize_image
+from dataspace.agents.base import PredictionSnapshot
+from dataspace.agents.protocol import OFFICIAL, ProtocolProfile
+from dataspace.errors import DataSpaceError
 from dataspace.sandbox.base import OUTPUT_DIR, WORKSPACE_DIR, Sandbox
 
 logger = logging.getLogger(__name__)
 
 MAX_PREDICTION_BYTES = 20 * 1024 * 1024  # the evaluator's own CSV size limit
 MAX_IMAGE_BYTES = 64 * 1024 * 1024
-MAX_IMAGE_PIXELS = 200_000_000
+PREDICTION_PATH = f"{OUTPUT_DIR}/prediction.csv"  # the file the official runner scores
+TIMEOUT_EXIT_CODE = 137  # what ``timeout --signal=KILL`` reports for a killed command
+# The official sandbox container's environment (``docker run --env``).
+COMMAND_ENV = {
+    "HOME": "/tmp",
+    "PYTHONUNBUFFERED": "1",
+    "OPENBLAS_NUM_THREADS": "1",
+    "OMP_NUM_THREADS": "1",
+    "MKL_NUM_THREADS": "1",
+    "NUMEXPR_NUM_THREADS": "1",
+}
 INLINE_BYTES = 4 * 1024 * 1024  # base64 of it stays under the sandbox's output cap
 
 TOOL_SCHEMAS: list[dict[str, Any]] = [
@@ -104,15 +125,16 @@ TOOL_SCHEMAS: list[dict[str, Any]] = [
     },
 ]
 
-# Resolves a path inside the sandbox, checks it stays under the allowed roots, is a regular
-# file and is not too large; prints its real path and size (exit 3: escape, 4: not a file,
-# 5: too large). Arguments: path, max bytes, space-separated roots.
+# Resolves a path inside the sandbox, checks it stays under the allowed roots, exists, is a
+# regular file and is not too large; prints its real path and size (exit 3: escape,
+# 6: missing, 4: not a file, 5: too large). Arguments: path, max bytes, space-separated roots.
 _STAT_SCRIPT = r"""
-p=$(realpath -e -- "$1" 2>/dev/null) || { echo "path does not exist: $1" >&2; exit 4; }
+p=$(realpath -m -- "$1" 2>/dev/null) || { echo "cannot resolve $1" >&2; exit 3; }
 ok=1
 for root in $3; do case "$p" in "$root"|"$root"/*) ok=0;; esac; done
-[ $ok -eq 0 ] || { echo "path escapes the permitted roots" >&2; exit 3; }
-[ -f "$p" ] || { echo "not a regular file: $1" >&2; exit 4; }
+[ $ok -eq 0 ] || { echo "path escapes the permitted workspace/output roots" >&2; exit 3; }
+[ -e "$p" ] || { echo "path does not exist" >&2; exit 6; }
+[ -f "$p" ] || { echo "not a regular file" >&2; exit 4; }
 n=$(stat -c %s -- "$p")
 [ "$n" -le "$2" ] || { echo "file is larger than $2 bytes" >&2; exit 5; }
 printf '%s\n%s\n' "$p" "$n"
@@ -180,28 +202,21 @@ def check_prediction(data: bytes) -> dict[str, Any]:
     ValueError: row 2 has 1 columns; expected 2
     """
     csv.field_size_limit(min(sys.maxsize, 128 * 1024 * 1024))
-    try:
-        text = data.decode("utf-8-sig")
-    except UnicodeDecodeError as exc:
-        raise ValueError(f"prediction CSV is not UTF-8: {exc}") from exc
+    # as the official check reads the file: a decoding or csv error surfaces as it is
+    text = data.decode("utf-8-sig")
     reader = csv.reader(io.StringIO(text, newline=""))
     try:
         header = next(reader)
     except StopIteration as exc:
         raise ValueError("prediction CSV is empty") from exc
-    except csv.Error as exc:
-        raise ValueError(f"prediction CSV is unreadable: {exc}") from exc
     width = len(header)
     if width == 0:
         raise ValueError("prediction CSV has no columns")
     rows = 0
-    try:
-        for number, row in enumerate(reader, start=2):
-            if len(row) != width:
-                raise ValueError(f"row {number} has {len(row)} columns; expected {width}")
-            rows += 1
-    except csv.Error as exc:
-        raise ValueError(f"prediction CSV is unreadable: {exc}") from exc
+    for number, row in enumerate(reader, start=2):
+        if len(row) != width:
+            raise ValueError(f"row {number} has {len(row)} columns; expected {width}")
+        rows += 1
     return {
         "columns": width,
         "data_rows": rows,
@@ -210,29 +225,21 @@ def check_prediction(data: bytes) -> dict[str, Any]:
     }
 
 
-def normalize_image(data: bytes, *, max_edge: int, quality: int) -> tuple[bytes, dict[str, Any]]:
-    """Re-encode an image as RGB JPEG whose long edge is at most ``max_edge`` pixels."""
-    from PIL import Image, ImageOps
+def check_evaluator_limits(data: bytes, label: str) -> None:
+    r"""Refuse a CSV the evaluator would reject (its own reader and limits).
 
-    Image.MAX_IMAGE_PIXELS = MAX_IMAGE_PIXELS
-    with Image.open(io.BytesIO(data)) as opened:
-        image = ImageOps.exif_transpose(opened)
-        original = image.size
-        image = image.convert("RGB")
-        image.thumbnail((max_edge, max_edge), Image.Resampling.LANCZOS)
-        out = io.BytesIO()
-        image.save(out, format="JPEG", quality=quality, optimize=True)
-        size = image.size
-    encoded = out.getvalue()
-    return encoded, {
-        "original_width": original[0],
-        "original_height": original[1],
-        "normalized_width": size[0],
-        "normalized_height": size[1],
-        "normalized_bytes": len(encoded),
-        "encoding": "image/jpeg",
-        "jpeg_quality": quality,
-    }
+    >>> check_evaluator_limits(b"a\x00,b\n1,2\n", "/output/p.csv")
+    Traceback (most recent call last):
+    ...
+    ValueError: the evaluator would reject this CSV: NUL byte in CSV cell at row 1: /output/p.csv
+    """
+    from evaluator.csvfile import read_csv
+    from evaluator.errors import CsvError
+
+    try:
+        read_csv(data, role="prediction", name=label)
+    except CsvError as exc:
+        raise ValueError(f"the evaluator would reject this CSV: {exc}") from exc
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -243,12 +250,14 @@ class ToolOutcome:
         result: the observation (JSON-serialized into the tool message).
         image_message: a user message carrying an image, for ``view_image``.
         submitted_path: the accepted answer's sandbox path, for ``submit_answer``.
+        snapshot: the scored file's bytes taken when the answer was accepted.
         deadline_hit: the sandbox's wall clock ran out during the call.
     """
 
     result: dict[str, Any]
     image_message: dict[str, Any] | None = None
     submitted_path: str | None = None
+    snapshot: PredictionSnapshot | None = None
     deadline_hit: bool = False
 
 
@@ -260,6 +269,7 @@ class ToolConfig:
     max_output_chars: int = 20_000
     image_max_edge: int = 1600
     image_jpeg_quality: int = 90
+    protocol: ProtocolProfile = OFFICIAL
 
 
 class ToolBox:
@@ -268,6 +278,7 @@ class ToolBox:
     def __init__(self, sandbox: Sandbox, config: ToolConfig) -> None:
         self.sandbox = sandbox
         self.config = config
+        self.rules = config.protocol
 
     def execute(self, name: str, arguments: str, *, time_cap: float | None = None) -> ToolOutcome:
         """Run one tool call; the model's mistakes become error observations.
@@ -286,7 +297,13 @@ class ToolBox:
             if name == "submit_answer":
                 return self._submit(args)
             raise ValueError(f"unknown tool: {name}")
-        except (ValueError, TypeError, OSError) as exc:
+        except DataSpaceError:
+            raise  # sandbox and infrastructure faults are not the model's doing
+        except ImageRefused as exc:
+            return ToolOutcome(
+                result={"ok": False, "error_type": exc.error_type, "error": str(exc)}
+            )
+        except Exception as exc:  # as the official tool: any other failure is an observation
             return ToolOutcome(
                 result={"ok": False, "error_type": type(exc).__name__, "error": str(exc)}
             )
@@ -298,28 +315,36 @@ class ToolBox:
             raise ValueError("bash.command must be a non-empty string")
         cap = max(1, int(self.config.command_timeout))
         requested = args.get("timeout", cap)
-        if isinstance(requested, bool) or not isinstance(requested, int | float | str):
+        if isinstance(requested, bool):
             raise ValueError("bash.timeout must be an integer")
-        try:
-            req = int(requested)
-        except ValueError as exc:
-            raise ValueError("bash.timeout must be an integer") from exc
-        timeout = max(1, min(req, cap))
+        timeout = max(1, min(int(requested), cap))  # int()'s own errors, as the official tool
         if time_cap is not None:
             timeout = min(timeout, max(1, math.ceil(time_cap)))
-        res = self.sandbox.exec(["bash", "-c", command], timeout=float(timeout), cwd=WORKSPACE_DIR)
+        rules = self.rules
+        argv = ["bash", "-lc" if rules.login_shell else "-c", command]
+        res = self.sandbox.exec(argv, timeout=float(timeout), cwd=WORKSPACE_DIR, env=COMMAND_ENV)
+        out, err = res.stdout, res.stderr
+        if rules.normalize_carriage_returns:  # universal newlines, as text-mode pipes read
+            out = out.replace("\r\n", "\n").replace("\r", "\n")
+            err = err.replace("\r\n", "\n").replace("\r", "\n")
+        code = res.exit_code
+        if code is None and res.timed_out and rules.timeout_exit_code_137:
+            code = TIMEOUT_EXIT_CODE
+        timed_out = bool(res.timed_out)
+        if rules.timed_out_from_exit_code and code in (124, 137):
+            timed_out = True
         limit = self.config.max_output_chars
-        stdout, out_cut = truncate(res.stdout, limit)
-        stderr, err_cut = truncate(res.stderr, limit)
-        if res.status == "resource_limit":
+        stdout, out_cut = truncate(out, limit)
+        stderr, err_cut = truncate(err, limit)
+        if res.status == "resource_limit" and rules.resource_markers:
             stderr += "\n[killed: the sandbox's memory or process limit was reached]"
         return ToolOutcome(
             result={
-                "ok": res.exit_code == 0,
-                "exit_code": res.exit_code,
+                "ok": code == 0,
+                "exit_code": code,
                 "stdout": stdout,
                 "stderr": stderr,
-                "timed_out": bool(res.timed_out),
+                "timed_out": timed_out,
                 "duration_seconds": round(res.duration, 6),
                 "stdout_truncated": out_cut,
                 "stderr_truncated": err_cut,
@@ -327,7 +352,9 @@ class ToolBox:
             deadline_hit=res.status == "deadline",
         )
 
-    def _stat(self, path: str, roots: str, max_bytes: int) -> tuple[str, int]:
+    def _stat(
+        self, path: str, raw: str, roots: str, max_bytes: int, not_file: str
+    ) -> tuple[str, int]:
         res = self.sandbox.exec(
             ["/bin/sh", "-c", _STAT_SCRIPT, "sh", path, str(max_bytes), roots],
             timeout=min(60.0, self.config.command_timeout),
@@ -335,8 +362,10 @@ class ToolBox:
         )
         if res.exit_code != 0:
             msg = (res.stderr.strip().splitlines() or ["cannot read the file"])[-1]
-            if res.exit_code == 4 and msg.startswith("path does not exist"):
-                raise FileNotFoundError(msg)
+            if res.exit_code == 6:
+                raise FileNotFoundError(f"path does not exist: {raw}")
+            if res.exit_code == 4:
+                raise ValueError(not_file)
             raise ValueError(msg)
         lines = res.stdout.splitlines()
         if len(lines) < 2:
@@ -348,16 +377,19 @@ class ToolBox:
         if not isinstance(raw, str) or not raw.strip():
             raise ValueError("view_image.path must be a non-empty string")
         path = resolve_agent_path(raw)
-        real, size = self._stat(path, f"{WORKSPACE_DIR} {OUTPUT_DIR}", MAX_IMAGE_BYTES)
+        real, size = self._stat(
+            path,
+            raw,
+            f"{WORKSPACE_DIR} {OUTPUT_DIR}",
+            MAX_IMAGE_BYTES,
+            f"image path is not a file: {raw}",
+        )
         data = self._fetch(real, size)
         if len(data) != size:
             raise ValueError(f"image could not be read completely: {raw}")
-        try:
-            encoded, meta = normalize_image(
-                data, max_edge=self.config.image_max_edge, quality=self.config.image_jpeg_quality
-            )
-        except Exception as exc:  # any decoder failure is the model's choice of file
-            raise ValueError(f"not a readable image: {raw} ({type(exc).__name__})") from exc
+        encoded, meta = _normalize_image(
+            data, max_edge=self.config.image_max_edge, quality=self.config.image_jpeg_quality
+        )
         from dataspace.agents._react_prompt import IMAGE_NOTE
 
         meta = {
@@ -399,10 +431,14 @@ class ToolBox:
         if not isinstance(raw, str) or not raw.strip():
             raise ValueError("submit_answer.path must be a non-empty string")
         path = resolve_agent_path(raw, output_only=True)
-        real, _ = self._stat(path, OUTPUT_DIR, MAX_PREDICTION_BYTES)
+        real, _ = self._stat(
+            path, raw, OUTPUT_DIR, MAX_PREDICTION_BYTES, "submitted path is not a file"
+        )
         # read_file never follows symlinks: submit the resolved regular file
         data = self.sandbox.read_file(real, max_bytes=MAX_PREDICTION_BYTES)
         meta = check_prediction(data)
+        if self.rules.check_evaluator_limits:
+            check_evaluator_limits(data, raw)
         return ToolOutcome(
             result={
                 "ok": True,
@@ -411,6 +447,26 @@ class ToolBox:
                 "prediction": meta,
             },
             submitted_path=real,
+            snapshot=self._snapshot(real, data),
+        )
+
+    def _snapshot(self, submitted: str, data: bytes) -> PredictionSnapshot:
+        """The bytes that will be scored, taken now (not when the outputs are collected)."""
+        if not self.rules.score_prediction_csv or submitted == PREDICTION_PATH:
+            return PredictionSnapshot(
+                path=submitted, data=data, sha256=hashlib.sha256(data).hexdigest()
+            )
+        # the official runner scores /output/prediction.csv whatever path was submitted
+        try:
+            scored = self.sandbox.read_file(PREDICTION_PATH, max_bytes=MAX_PREDICTION_BYTES)
+        except (OSError, PermissionError) as exc:
+            return PredictionSnapshot(
+                path=PREDICTION_PATH,
+                data=None,
+                problem=f"{PREDICTION_PATH} (the scored file) could not be read: {exc}",
+            )
+        return PredictionSnapshot(
+            path=PREDICTION_PATH, data=scored, sha256=hashlib.sha256(scored).hexdigest()
         )
 
 
@@ -430,8 +486,8 @@ __all__ = [
     "ToolBox",
     "ToolConfig",
     "ToolOutcome",
+    "check_evaluator_limits",
     "check_prediction",
-    "normalize_image",
     "resolve_agent_path",
     "truncate",
 ]

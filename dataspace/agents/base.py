@@ -83,6 +83,26 @@ class Usage:
 
 
 @dataclass(frozen=True, kw_only=True)
+class PredictionSnapshot:
+    """The answer file as it was when the agent submitted it (taken by the controller).
+
+    What is stored and scored is this snapshot, never the file as it is later: a process the
+    agent left running cannot change an accepted answer.
+
+    Attributes:
+        path: the sandbox path the bytes were read from (the scored file).
+        data: its bytes, or None when there was no file to score.
+        sha256: hex digest of ``data`` (None with it).
+        problem: why there is nothing to score, when ``data`` is None.
+    """
+
+    path: str
+    data: bytes | None
+    sha256: str | None = None
+    problem: str | None = None
+
+
+@dataclass(frozen=True, kw_only=True)
 class AgentResult:
     """How an attempt's agent ended.
 
@@ -94,6 +114,8 @@ class AgentResult:
         usage: tokens and cost.
         error: a one-line description for ``runtime_error`` and ``stopped``.
         working_seconds: wall time minus time spent waiting on model retries.
+        prediction: the scored file's snapshot taken at submit time, for harnesses that
+            take one (otherwise the collected file at ``submitted_path`` is scored).
     """
 
     end_state: str
@@ -103,6 +125,7 @@ class AgentResult:
     usage: Usage = field(default_factory=Usage)
     error: str | None = None
     working_seconds: float = 0.0
+    prediction: PredictionSnapshot | None = None
 
 
 class EventLog:

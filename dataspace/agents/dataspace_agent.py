@@ -8,20 +8,24 @@ or a budget runs out (``reference/agent-protocol.md``):
   call, and an error observation (never a crash) for a malformed tool call;
 - budgets checked before every model call: wall clock, model turns, tool actions; within
   one reply, tool calls run in order until the action budget is spent or an answer is
-  accepted; each command's timeout is capped by ``command_timeout`` and the time left;
+  accepted; each command's timeout is capped by ``command_timeout``;
 - end states ``submitted``, ``wall_time_exhausted``, ``model_turns_exhausted``,
   ``tool_actions_exhausted``, ``stopped`` (``cancel()``), ``runtime_error``.
 
-Time: the wall-clock budget counts working time. Time lost to model retries (failed
-requests and backoff) and to waiting for a concurrency permit is added back to the
-deadline, so a storm of 429s costs the agent neither turns nor time; the agent is told its
-remaining time in each observation and reminder (``tell_remaining_time``, on by default;
-off reproduces the paper's messages exactly).
+Protocol: the run's profile (``dataspace.agents.protocol``; the setting ``protocol``, which
+the controller fills from the run spec) decides the run semantics. ``official`` reproduces
+the official baseline: the wall clock includes time lost to model retries, which are the
+OpenAI SDK's defaults, a request may take the remaining wall time, commands are not capped
+by the time left, the scored file is ``/output/prediction.csv``. ``extended`` adds back to
+the deadline the time lost to retries (up to ``retry.max_retries``) and to waiting for a
+concurrency permit, tells the agent its remaining time in each observation and reminder,
+caps each command by the time left and checks answers against the evaluator's limits.
+Waiting for a concurrency permit is never charged, in either profile.
 
 Settings (``AgentSpec.settings``; the model comes from the spec's ``model``):
 ``max_output_tokens`` (32768), ``temperature``, ``extra_body``, ``default_headers``,
-``request_timeout`` (600 s), ``retry`` (``RetryPolicy`` fields), ``max_tool_output_chars``
-(20000), ``image_max_edge`` (1600), ``image_jpeg_quality`` (90), ``tell_remaining_time``.
+``request_timeout`` (600 s, extended), ``retry`` (``RetryPolicy`` fields, extended),
+``max_tool_output_chars`` (20000), ``image_max_edge`` (1600), ``image_jpeg_quality`` (90).
 """
 
 from __future__ import annotations
@@ -43,12 +47,13 @@ from dataspace.agents._react_prompt import (
     time_note,
 )
 from dataspace.agents._react_tools import TOOL_SCHEMAS, ToolBox, ToolConfig
-from dataspace.agents.base import AgentContext, AgentResult
+from dataspace.agents.base import AgentContext, AgentResult, PredictionSnapshot
+from dataspace.agents.protocol import DEFAULT_PROTOCOL, ProtocolProfile, get_profile
 from dataspace.errors import ConfigError, InfrastructureError, SandboxError
 
 logger = logging.getLogger(__name__)
 
-_IGNORED = {"model", "run_id"}
+_IGNORED = {"model", "run_id", "protocol"}
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -64,7 +69,6 @@ class ReactSettings:
     max_tool_output_chars: int = 20_000
     image_max_edge: int = 1600
     image_jpeg_quality: int = 90
-    tell_remaining_time: bool = True
 
     @classmethod
     def parse(cls, settings: Mapping[str, Any]) -> ReactSettings:
@@ -98,6 +102,20 @@ class ReactSettings:
         return cls(**kw)
 
 
+def resolve_protocol(value: object) -> ProtocolProfile:
+    """The profile a ``protocol`` setting names (a name, or a profile for tests).
+
+    >>> resolve_protocol(None).name
+    'official'
+    """
+    if isinstance(value, ProtocolProfile):
+        return value
+    try:
+        return get_profile(DEFAULT_PROTOCOL if value is None else str(value))
+    except ValueError as exc:
+        raise ConfigError(f"dataspace-agent: {exc}") from None
+
+
 class DataSpaceAgent:
     """The paper's ReAct baseline (harness ``dataspace-agent``).
 
@@ -118,6 +136,7 @@ class DataSpaceAgent:
         if not has_model:
             raise ConfigError("dataspace-agent needs a model (id, base_url, key_env, prices)")
         ReactSettings.parse(settings)
+        resolve_protocol(settings.get("protocol"))
 
     def __init__(self, **settings: Any) -> None:
         self._defaults = dict(settings)
@@ -145,7 +164,12 @@ class DataSpaceAgent:
             )
         try:
             cfg = ReactSettings.parse(merged)
-            retry = RetryPolicy.from_settings(cfg.retry)
+            rules = resolve_protocol(merged.get("protocol"))
+            retry = (
+                RetryPolicy.sdk_default()
+                if rules.sdk_default_retries
+                else RetryPolicy.from_settings(cfg.retry)
+            )
         except ConfigError as exc:
             return _early_error(ctx, t0, str(exc))
         client = MeteredClient(
@@ -156,6 +180,7 @@ class DataSpaceAgent:
             default_headers=cfg.default_headers,
             request_timeout=cfg.request_timeout,
             retry=retry,
+            timeout_is_deadline=not rules.request_timeout_is_remaining_wall_time,
             events=ctx.events,
         )
         tools = ToolBox(
@@ -165,18 +190,24 @@ class DataSpaceAgent:
                 max_output_chars=cfg.max_tool_output_chars,
                 image_max_edge=cfg.image_max_edge,
                 image_jpeg_quality=cfg.image_jpeg_quality,
+                protocol=rules,
             ),
         )
         limits = ctx.limits
+        notes = rules.remaining_time_notes
 
         def excluded() -> float:
-            return client.usage.retry_seconds + client.queue_seconds
+            lost = client.queue_seconds
+            if not rules.retries_charged_to_wall_clock:
+                lost += client.usage.retry_seconds
+            return lost
 
         def remaining() -> float:
             return ctx.deadline - time.monotonic() + excluded()
 
-        first = task_message(ctx.task.task_id, ctx.task.question)
-        if cfg.tell_remaining_time:
+        question = ctx.task.question.strip() if rules.strip_question else ctx.task.question
+        first = task_message(ctx.task.task_id, question)
+        if notes:
             first += "\n\n" + time_note(remaining())
         messages: list[dict[str, Any]] = [
             {"role": "system", "content": SYSTEM_PROMPT},
@@ -188,6 +219,7 @@ class DataSpaceAgent:
             model=model.id,
             base_url=model.base_url,
             prompt_contract=PROMPT_CONTRACT_VERSION,
+            protocol=rules.name,
             system_prompt_sha256=PROMPT_SHA256,
             limits={
                 "model_turns": limits.model_turns,
@@ -200,13 +232,13 @@ class DataSpaceAgent:
                 "max_tool_output_chars": cfg.max_tool_output_chars,
                 "image_max_edge": cfg.image_max_edge,
                 "image_jpeg_quality": cfg.image_jpeg_quality,
-                "tell_remaining_time": cfg.tell_remaining_time,
             },
         )
         turns = 0
         actions = 0
         status: str | None = None
         submitted: str | None = None
+        snapshot: PredictionSnapshot | None = None
         error: str | None = None
         try:
             while status is None:
@@ -223,7 +255,8 @@ class DataSpaceAgent:
                     status = "tool_actions_exhausted"
                     break
                 try:
-                    reply = client.complete(messages, TOOL_SCHEMAS, time_left=remaining())
+                    # the official backend never asks for less than one second
+                    reply = client.complete(messages, TOOL_SCHEMAS, time_left=max(1.0, remaining()))
                 except ModelDeadlineError:
                     status = "wall_time_exhausted"
                     break
@@ -246,7 +279,7 @@ class DataSpaceAgent:
                 messages.append(reply.message)
                 if not reply.tool_calls:
                     text = REMINDER
-                    if cfg.tell_remaining_time:
+                    if notes:
                         text += " " + time_note(remaining())
                     messages.append({"role": "user", "content": text})
                     ctx.events.emit(
@@ -260,14 +293,16 @@ class DataSpaceAgent:
                         break
                     if actions >= limits.tool_actions:
                         break
-                    left = remaining()
-                    if left <= 0:
-                        status = "wall_time_exhausted"
-                        break
+                    left: float | None = None
+                    if rules.cap_commands_by_wall_clock:
+                        left = remaining()
+                        if left <= 0:
+                            status = "wall_time_exhausted"
+                            break
                     actions += 1
                     outcome = tools.execute(call.name, call.arguments, time_cap=left)
                     result = dict(outcome.result)
-                    if cfg.tell_remaining_time:
+                    if notes:
                         result["time_remaining_seconds"] = max(0, int(remaining()))
                     messages.append(
                         {
@@ -288,7 +323,13 @@ class DataSpaceAgent:
                         images.append(outcome.image_message)
                     if outcome.submitted_path is not None:
                         submitted, status = outcome.submitted_path, "submitted"
-                        ctx.events.emit("submit", path=submitted)
+                        snapshot = outcome.snapshot
+                        ctx.events.emit(
+                            "submit",
+                            path=submitted,
+                            scored_path=snapshot.path if snapshot else submitted,
+                            sha256=snapshot.sha256 if snapshot else None,
+                        )
                         break
                     if outcome.deadline_hit:
                         status = "wall_time_exhausted"
@@ -322,6 +363,7 @@ class DataSpaceAgent:
             usage=usage,
             error=error,
             working_seconds=working,
+            prediction=snapshot,
         )
 
 
@@ -332,4 +374,4 @@ def _early_error(ctx: AgentContext, t0: float, message: str) -> AgentResult:
     )
 
 
-__all__ = ["DataSpaceAgent", "ReactSettings"]
+__all__ = ["DataSpaceAgent", "ReactSettings", "resolve_protocol"]

@@ -52,7 +52,7 @@ _ALLOWED = {
     "retry",
     "python",
 }
-_IGNORED = {"model", "run_id"}
+_IGNORED = {"model", "run_id", "protocol"}
 
 
 def relation_prompt(

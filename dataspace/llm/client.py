@@ -16,6 +16,16 @@ the whole attempt). A request the endpoint refuses for its content (400, 413, 42
 context too long) raises ``ModelRequestError``, an agent outcome. Authentication and
 unknown-model answers (401, 403, 404) raise ``InfrastructureError`` with code
 ``model_config``, so they are never scored as wrong answers.
+
+The official protocol (``RetryPolicy.sdk_default()`` with ``timeout_is_deadline=False``)
+handles failures as the official baseline's OpenAI SDK client does by default: 2 retries of
+408, 409, 429, any 5xx, timeouts and connection errors with the SDK's backoff, a malformed
+reply not retried, each request allowed the agent's remaining time, and a request that still
+fails raises ``ModelRequestError`` (the attempt ends ``runtime_error``).
+
+Request bodies keep the SDK's key order (``model``, ``messages``, ``max_tokens``,
+``temperature``, ``tool_choice``, ``tools``, then ``extra_body``), so a body is byte for
+byte what the official baseline's ``chat.completions.create`` sends.
 """
 
 from __future__ import annotations
@@ -65,6 +75,10 @@ class RetryPolicy:
         max_backoff: the largest backoff delay in seconds.
         max_retry_after: the largest ``Retry-After`` honoured, in seconds.
         jitter: fraction of each backoff delay drawn at random (0 = none).
+        retry_malformed: retry a 200 whose body is not a chat completion.
+        retry_any_5xx: retry every 5xx status (not only ``RETRYABLE_STATUS``).
+        exhausted_is_agent_error: when retries run out, raise ``ModelRequestError`` (the
+            agent's outcome) instead of ``InfrastructureError`` (the attempt is retried).
     """
 
     max_retries: int = 10
@@ -72,6 +86,35 @@ class RetryPolicy:
     max_backoff: float = 60.0
     max_retry_after: float = 600.0
     jitter: float = 0.5
+    retry_malformed: bool = True
+    retry_any_5xx: bool = False
+    exhausted_is_agent_error: bool = False
+
+    @classmethod
+    def sdk_default(cls) -> RetryPolicy:
+        """The OpenAI SDK's default retries (``DEFAULT_MAX_RETRIES`` 2, 0.5 s doubling to 8 s).
+
+        >>> RetryPolicy.sdk_default().max_retries
+        2
+        """
+        return cls(
+            max_retries=2,
+            initial_backoff=0.5,
+            max_backoff=8.0,
+            max_retry_after=60.0,
+            jitter=0.25,
+            retry_malformed=False,
+            retry_any_5xx=True,
+            exhausted_is_agent_error=True,
+        )
+
+    def retryable(self, status: int) -> bool:
+        """Whether an HTTP status is retried.
+
+        >>> RetryPolicy().retryable(501), RetryPolicy.sdk_default().retryable(501)
+        (False, True)
+        """
+        return status in RETRYABLE_STATUS or (self.retry_any_5xx and status >= 500)
 
     def delay(
         self, retry: int, retry_after: float | None, rand: Callable[[], float] = random.random
@@ -97,9 +140,12 @@ class RetryPolicy:
         extra = sorted(set(obj) - allowed)
         if extra:
             raise ConfigError(f"settings.retry: unknown keys {extra} (allowed: {sorted(allowed)})")
-        kw: dict[str, Any] = {
-            k: (int(v) if k == "max_retries" else float(v)) for k, v in obj.items()
-        }
+        kw: dict[str, Any] = {}
+        for k, v in obj.items():
+            if k in ("retry_malformed", "retry_any_5xx", "exhausted_is_agent_error"):
+                kw[k] = bool(v)
+            else:
+                kw[k] = int(v) if k == "max_retries" else float(v)
         return cls(**kw)
 
 
@@ -229,7 +275,7 @@ def parse_completion(payload: Mapping[str, Any], call: CallRecord) -> Completion
         name_raw = fn.get("name")
         name = name_raw if isinstance(name_raw, str) else ""
         args = fn.get("arguments")
-        if args is None:
+        if args is None or args == "":  # as the official backend: ``arguments or "{}"``
             args = "{}"
         elif not isinstance(args, str):
             args = json.dumps(args, ensure_ascii=False)
@@ -273,6 +319,9 @@ class MeteredClient:
         default_headers: extra HTTP headers.
         request_timeout: seconds one HTTP request may take.
         retry: the retry policy.
+        timeout_is_deadline: a request is capped by the agent's time left and a timeout at
+            that cap ends the call (``ModelDeadlineError``); when False, each request may
+            take the whole time left (at least 1 s) and a timeout is retried like a failure.
         events: the attempt's trace (``model_call``/``model_retry`` events), optional.
         limiter: the concurrency limiter; default: the endpoint's (Ray-wide under Ray).
         api_key: the key itself; default: read from the environment variable ``key_env``.
@@ -289,6 +338,7 @@ class MeteredClient:
         default_headers: Mapping[str, str] | None = None,
         request_timeout: float = 600.0,
         retry: RetryPolicy | None = None,
+        timeout_is_deadline: bool = True,
         events: EventLog | None = None,
         limiter: Limiter | None = None,
         api_key: str | None = None,
@@ -301,6 +351,7 @@ class MeteredClient:
         self.extra_body = dict(extra_body or {})
         self.request_timeout = float(request_timeout)
         self.retry = retry or RetryPolicy()
+        self.timeout_is_deadline = timeout_is_deadline
         self.events = events
         self._sleep = sleep
         self._lock = threading.Lock()
@@ -330,13 +381,13 @@ class MeteredClient:
                 to run past it (``ModelDeadlineError``).
         """
         body: dict[str, Any] = {"model": self.model.id, "messages": list(messages)}
-        if tools:
-            body["tools"] = list(tools)
-            body["tool_choice"] = "auto"
         if self.max_output_tokens:
             body["max_tokens"] = self.max_output_tokens
         if self.temperature is not None:
             body["temperature"] = self.temperature
+        if tools:
+            body["tool_choice"] = "auto"
+            body["tools"] = list(tools)
         body.update(self.extra_body)
         payload, call = self.send(body, time_left=time_left, validate=check_completion_payload)
         return parse_completion(payload, call)
@@ -358,7 +409,9 @@ class MeteredClient:
         while True:
             timeout = self.request_timeout
             capped = time_left is not None and time_left < timeout
-            if capped:
+            if time_left is not None and not self.timeout_is_deadline:
+                timeout, capped = max(1.0, float(time_left)), False  # the official backend
+            elif capped:
                 assert time_left is not None
                 if time_left <= 0:
                     raise ModelDeadlineError("no working time left for a model call")
@@ -384,11 +437,13 @@ class MeteredClient:
                         payload = validate(json.loads(content))
                     except (ValueError, MalformedReplyError) as exc:
                         failure = f"malformed reply: {str(exc)[:200]}"
+                        if not self.retry.retry_malformed:
+                            raise ModelRequestError(failure, status=status) from exc
                     else:
                         latency = time.monotonic() - t0
                         call = self._record(payload, latency, retries, retry_seconds, queue_seconds)
                         return payload, call
-                elif status in RETRYABLE_STATUS:
+                elif self.retry.retryable(status):
                     failure = f"HTTP {status}: {_snippet(content)}"
                     retry_after = parse_retry_after(headers)
                 elif status in CONFIG_STATUS:
@@ -408,6 +463,11 @@ class MeteredClient:
             retries += 1
             if retries > self.retry.max_retries:
                 self._add_failed(retries - 1, retry_seconds + elapsed, queue_seconds)
+                if self.retry.exhausted_is_agent_error:
+                    raise ModelRequestError(
+                        f"model endpoint {self.model.base_url or 'default'} "
+                        f"({self.model.id}) failed {retries} times; last: {failure}"
+                    )
                 raise InfrastructureError(
                     f"model endpoint {self.model.base_url or 'default'} ({self.model.id}) "
                     f"failed {retries} times; last: {failure}",

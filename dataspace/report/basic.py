@@ -51,6 +51,7 @@ def render_markdown(summary: Mapping[str, Any]) -> str:
         "",
         f"{summary['attempts']} attempts; wall time {summary['wall_seconds']:.1f} s."
         + _counts(summary),
+        f"Protocol: {summary.get('protocol') or 'official'}.",
         "",
         "## Accuracy per agent",
         "",
@@ -118,7 +119,8 @@ table{{border-collapse:collapse;margin:1em 0}}td,th{{border:1px solid #ccc;paddi
 th{{background:#f3f3f3}}.n{{text-align:right;font-variant-numeric:tabular-nums}}
 .warn{{color:#a00;font-weight:bold}}</style></head><body>
 <h1>Run <code>{esc(summary["run_id"])}</code></h1>
-<p>{summary["attempts"]} attempts; wall time {summary["wall_seconds"]:.1f} s.{counts}</p>{spend}
+<p>{summary["attempts"]} attempts; wall time {summary["wall_seconds"]:.1f} s.{counts}</p>
+<p>Protocol: {esc(str(summary.get("protocol") or "official"))}.</p>{spend}
 <h2>Accuracy per agent</h2>
 <table id="accuracy"><tr><th>agent</th><th>harness</th><th>model</th><th>accuracy %</th>
 <th>passed</th><th>scored</th><th>attempts</th><th>infra-retried</th><th>cost USD</th></tr>

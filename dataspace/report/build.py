@@ -364,6 +364,7 @@ def _run_info(run: RunData, df: Any) -> dict[str, Any]:
         "attempts": len(mine),
         "agents": ", ".join(sorted(map(str, mine["agent"].unique()))) if len(mine) else "",
         "wall_seconds": s.get("wall_seconds"),
+        "protocol": s.get("protocol") or "official",
         "stopped_for_spend_limit": bool(s.get("stopped_for_spend_limit", False)),
     }
 

@@ -353,6 +353,24 @@ def _runs_html(runs: Sequence[Mapping[str, Any]]) -> str:
     )
 
 
+def _protocol_line(runs: Sequence[Mapping[str, Any]]) -> str:
+    """The heading's protocol line: one profile, or each run's when they differ.
+
+    >>> _protocol_line([{"run_id": "a", "protocol": "official"}])
+    'Protocol: official.'
+    >>> _protocol_line([{"run_id": "a"}, {"run_id": "b", "protocol": "extended"}])
+    'Protocol: a official, b extended.'
+    """
+    names = [str(r.get("protocol") or "official") for r in runs]
+    if len(set(names)) <= 1:
+        return f"Protocol: {names[0] if names else 'official'}."
+    return (
+        "Protocol: "
+        + ", ".join(f"{r['run_id']} {n}" for r, n in zip(runs, names, strict=True))
+        + "."
+    )
+
+
 def render_markdown(data: ReportData) -> str:
     """The report as Markdown (figures linked as SVG files, tables inline)."""
     t = data.tables
@@ -361,6 +379,7 @@ def render_markdown(data: ReportData) -> str:
         "",
         f"Runs: {', '.join(str(r['run_id']) for r in data.runs)}; "
         f"{len(data.labels)} agents; generated {data.generated_at}.",
+        _protocol_line(data.runs),
         "",
     ]
     out += [f"> {n}" for n in data.notes]

@@ -46,6 +46,7 @@ class AttemptRequest:
     submitted_at: float
     try_index: int = 0
     prior_failures: tuple[Mapping[str, Any], ...] = field(default_factory=tuple)
+    protocol: str = "official"
 
 
 def run_attempt(req: AttemptRequest) -> dict[str, Any]:
@@ -133,6 +134,7 @@ def run_attempt(req: AttemptRequest) -> dict[str, Any]:
         if req.agent.model is not None:
             settings["model"] = req.agent.model
         settings["run_id"] = req.run_id
+        settings["protocol"] = req.protocol
         oracle = (lambda: release.gold_bytes(req.task_id)) if agent.needs_oracle else None
         t = time.monotonic()
         ctx = AgentContext(
@@ -176,7 +178,10 @@ def run_attempt(req: AttemptRequest) -> dict[str, Any]:
         events.close()
 
     try:
-        prediction, pred_problem = _submitted_prediction(result.submitted_path, outdir)
+        if result.prediction is not None:  # the bytes taken when the answer was accepted
+            prediction, pred_problem = _snapshot_prediction(result.prediction, workdir)
+        else:
+            prediction, pred_problem = _submitted_prediction(result.submitted_path, outdir)
         t = time.monotonic()
         verdict = _score(
             release,
@@ -205,6 +210,8 @@ def run_attempt(req: AttemptRequest) -> dict[str, Any]:
             "end_state": result.end_state,
             "error": result.error,
             "submitted_path": result.submitted_path,
+            "scored_path": result.prediction.path if result.prediction else None,
+            "scored_sha256": result.prediction.sha256 if result.prediction else None,
             "prediction_problem": pred_problem,
             "model_turns": result.model_turns,
             "tool_actions": result.tool_actions,
@@ -278,6 +285,18 @@ def _submitted_prediction(submitted: str | None, outdir: Path) -> tuple[Path | N
     return candidate, None
 
 
+def _snapshot_prediction(snap: Any, workdir: Path) -> tuple[Path | None, str | None]:
+    """Write the agent's submit-time snapshot where the scorer and the upload read it."""
+    if snap.data is None:
+        return None, snap.problem or "no submission"
+    if len(snap.data) > MAX_PREDICTION_BYTES:
+        return None, f"submitted file is larger than {MAX_PREDICTION_BYTES} bytes"
+    path = workdir / "submitted" / PREDICTION_NAME
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_bytes(snap.data)
+    return path, None
+
+
 def _score(
     release: Any, task_id: str, prediction: Path | None, problem: str | None
 ) -> dict[str, Any] | None:
@@ -317,6 +336,7 @@ def _row(
         "key": req.key,
         "agent": req.agent.name,
         "harness": req.agent.harness,
+        "protocol": req.protocol,
         "model": meta["model"],
         "task_id": req.task_id,
         "attempt": req.attempt,

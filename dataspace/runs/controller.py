@@ -322,6 +322,7 @@ def _fan_out(
             submitted_at=time.time(),
             try_index=len(prior),
             prior_failures=tuple(prior),
+            protocol=spec.protocol,
         )
 
     def submit(req: AttemptRequest) -> None:
@@ -491,6 +492,7 @@ def summarize(
     return {
         "schema_version": "1.0",
         "run_id": spec.run_id,
+        "protocol": spec.protocol,
         "attempts": len(rows),
         "tasks": tasks,
         "scored_tasks": scored_tasks,

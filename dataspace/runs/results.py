@@ -20,6 +20,7 @@ COLUMNS: tuple[tuple[str, str], ...] = (
     ("key", "string"),
     ("agent", "string"),
     ("harness", "string"),
+    ("protocol", "string"),
     ("model", "string"),
     ("task_id", "string"),
     ("attempt", "int64"),

@@ -10,13 +10,14 @@ how much to run at once. Example::
     agents:
       - name: gold
         harness: gold
+    protocol: official                 # or extended (dataspace.agents.protocol)
     limits: {model_turns: 60, tool_actions: 50, wall_seconds: 1800, command_timeout: 180}
     sandbox: {backend: local, cpus: 1, memory: 2GiB, pids: 256}
     concurrency: 2
     attempts: 1
 
 Identity: the fingerprint covers what changes results (release content, agents, models,
-limits, sandbox runtime, attempts, task selection), not how fast they are produced
+protocol profile, limits, sandbox runtime, attempts, task selection), not how fast they are produced
 (concurrency, Ray address), so a run can be resumed with more workers.
 """
 
@@ -131,6 +132,7 @@ class RunSpec:
     ray_address: str | None = None
     max_infra_retries: int = 3
     spend_limit_usd: float | None = None
+    protocol: str = "official"
     schema_version: str = SPEC_SCHEMA_VERSION
 
     def identity(self, release_fingerprint: str) -> dict[str, Any]:
@@ -222,6 +224,7 @@ def parse_spec(obj: object, *, source: str, base_dir: Path | None = None) -> Run
         "ray",
         "max_infra_retries",
         "spend_limit_usd",
+        "protocol",
     }
     r.no_extra(d, allowed, "spec")
     run_id = r.name(d.get("run_id"), "run_id")
@@ -264,6 +267,12 @@ def parse_spec(obj: object, *, source: str, base_dir: Path | None = None) -> Run
         tasks = tuple(tasks_raw)
     ray = r.mapping(d.get("ray", {}), "ray")
     spend = d.get("spend_limit_usd")
+    from dataspace.agents.protocol import DEFAULT_PROTOCOL, PROFILES
+
+    protocol = r.string(d.get("protocol", DEFAULT_PROTOCOL), "protocol")
+    if protocol not in PROFILES:
+        known = ", ".join(sorted(PROFILES))
+        r.fail("protocol", f"unknown profile {protocol!r} (use one of: {known})")
     return RunSpec(
         run_id=run_id,
         release=release,
@@ -279,6 +288,7 @@ def parse_spec(obj: object, *, source: str, base_dir: Path | None = None) -> Run
             d.get("max_infra_retries", 3), "max_infra_retries", allow_zero=True
         ),
         spend_limit_usd=None if spend is None else r.positive(spend, "spend_limit_usd"),
+        protocol=protocol,
     )
 
 

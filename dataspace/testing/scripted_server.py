@@ -72,6 +72,7 @@ class RecordedRequest:
     body: Mapping[str, Any]
     outcome: str
     at: float = field(default_factory=time.monotonic)
+    raw: bytes = b""  # the body's bytes as they arrived
 
 
 class ScriptedServer:
@@ -106,18 +107,19 @@ class ScriptedServer:
         self.reported: dict[str, Reported] = {}
         self._served: dict[tuple[str | None, int], int] = {}
         self._lock = threading.Lock()
+        self.port_request = 0  # the port start() binds (0: any free port)
         self._httpd: ThreadingHTTPServer | None = None
         self._thread: threading.Thread | None = None
 
     # ---- lifecycle -------------------------------------------------------------------------
     def start(self) -> ScriptedServer:
-        """Bind a free port on 127.0.0.1 and serve in a daemon thread."""
+        """Bind ``port_request`` (default: a free port) on 127.0.0.1; serve in a daemon thread."""
         server = self
 
         class Handler(_Handler):
             scripted = server
 
-        self._httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self._httpd = ThreadingHTTPServer(("127.0.0.1", self.port_request), Handler)
         self._httpd.daemon_threads = True
         self._thread = threading.Thread(
             target=self._httpd.serve_forever,
@@ -412,6 +414,7 @@ class _Handler(BaseHTTPRequestHandler):
                     headers=dict(self.headers.items()),
                     body=body,
                     outcome=outcome,
+                    raw=raw,
                 )
             )
         if status < 0:
@@ -422,4 +425,44 @@ class _Handler(BaseHTTPRequestHandler):
         self._send(status, headers, data)
 
 
-__all__ = ["FALLBACK", "RecordedRequest", "Reported", "ScriptedServer", "shell_call"]
+def main(argv: Sequence[str] | None = None) -> int:
+    """Serve scripts from a JSON file until interrupted (for trying a run spec by hand).
+
+    ``python -m dataspace.testing.scripted_server SCRIPTS.json [--port N]`` prints the base
+    URL to use as the model's ``base_url``; the file maps script names to steps.
+    """
+    import argparse
+    import sys
+
+    parser = argparse.ArgumentParser(prog="python -m dataspace.testing.scripted_server")
+    parser.add_argument("scripts", help="JSON file: script name -> list of steps")
+    parser.add_argument("--port", type=int, default=0, help="port on 127.0.0.1 (default: any)")
+    args = parser.parse_args(argv)
+    try:
+        with open(args.scripts, encoding="utf-8") as fh:
+            scripts = json.load(fh)
+    except (OSError, ValueError) as exc:
+        print(f"error: {args.scripts}: cannot read scripts: {exc}", file=sys.stderr)
+        return 2
+    if not isinstance(scripts, dict):
+        print(f"error: {args.scripts}: expected an object of script name -> steps", file=sys.stderr)
+        return 2
+    server = ScriptedServer(scripts)
+    server.port_request = args.port
+    server.start()
+    print(f"scripted model server at {server.url}", flush=True)
+    try:
+        threading.Event().wait()
+    except KeyboardInterrupt:
+        pass
+    finally:
+        server.stop()
+        print(f"served {len(server.requests)} requests", flush=True)
+    return 0
+
+
+__all__ = ["FALLBACK", "RecordedRequest", "Reported", "ScriptedServer", "main", "shell_call"]
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -92,6 +92,9 @@ def run_agent(
             settings={
                 "model": model_for(server),
                 "run_id": "test",
+                # the loop tests check the extended semantics (patient retries, notes); the
+                # official profile has its own tests (test_protocol_conformance.py)
+                "protocol": "extended",
                 "retry": {"initial_backoff": 0.01, "max_backoff": 0.05},
                 **(settings or {}),
             },

@@ -37,6 +37,11 @@ def test_filled_in_example_is_the_papers_setup(tmp_path):
         "minimax-m3",
     ]
     assert {a.harness for a in spec.agents} == {"dataspace-agent"}
+    assert spec.protocol == "official"
+    claude = next(a for a in spec.agents if a.name == "claude-sonnet-5")
+    assert ReactSettings.parse(claude.settings).extra_body == {
+        "providerOptions": {"gateway": {"caching": "auto"}}
+    }
     assert {a.model.key_env for a in spec.agents} == {"GATEWAY_API_KEY"}
     assert len({a.model.id for a in spec.agents}) == 6
     lim = spec.limits
@@ -47,5 +52,6 @@ def test_filled_in_example_is_the_papers_setup(tmp_path):
         180,
     )
     assert (spec.sandbox.cpus, spec.sandbox.memory_bytes, spec.concurrency) == (4, 16 * 1024**3, 8)
+    assert (spec.sandbox.pids, spec.sandbox.tmp_bytes) == (256, 2 * 1024**3)
     for a in spec.agents:
         assert ReactSettings.parse(a.settings).max_output_tokens == 32768

@@ -244,7 +244,7 @@ def test_view_image_resizes_to_the_long_edge(local_backend, server, tmp_path):
     ok, bad = _results(run, "view_image")
     assert ok["image"]["normalized_width"] == 1600 and ok["image"]["normalized_height"] == 400
     assert ok["image"]["encoding"] == "image/jpeg" and ok["image"]["jpeg_quality"] == 90
-    assert bad["ok"] is False and "not a readable image" in bad["error"]
+    assert bad["ok"] is False and bad["error_type"] == "UnidentifiedImageError"  # as official
     msgs = server.requests[1].body["messages"]
     assert msgs[-1]["role"] == "user"
     assert msgs[-1]["content"][1]["image_url"]["url"].startswith("data:image/jpeg;base64,")

@@ -51,6 +51,7 @@ def _spec(release: Path, store: Path, url: str, run_id: str, **extra):
         "limits": {"wall_seconds": 120, "command_timeout": 30},
         "sandbox": {"backend": "local", "cpus": 1, "memory": "1GiB"},
         "concurrency": 1,
+        "protocol": "extended",  # patient retries: fault storms must not end attempts
         **extra,
     }
     return obj
@@ -92,6 +93,7 @@ def test_run_attempt_scores_scripted_solutions(tiny_release, local_backend, tmp_
                     limits=spec.limits,
                     sandbox=spec.sandbox,
                     submitted_at=time.time(),
+                    protocol=spec.protocol,
                 )
             )
             for t in ("task_1", "task_2")
@@ -99,6 +101,7 @@ def test_run_attempt_scores_scripted_solutions(tiny_release, local_backend, tmp_
         for row in rows:
             rep = srv.totals(row["task_id"])
             assert row["status"] == "submitted" and row["passed"] is True, row
+            assert row["protocol"] == "extended"
             assert (
                 row["input_tokens"],
                 row["cached_input_tokens"],

@@ -193,3 +193,51 @@ def test_models_file(tmp_path):
     p.write_text("models:\n  a:\n    id: x\n    prices: {input: FILL_ME}\n")
     with pytest.raises(ConfigError, match=r"models\.a\.prices\.input"):
         load_models(p)
+
+
+def test_sdk_default_retries_give_up_after_two_as_an_agent_outcome():
+    """Guards the official protocol: the SDK's 2 retries, then the attempt's runtime_error."""
+    with ScriptedServer(
+        {"task_1": [{"content": "x", "faults": [{"status": 501, "times": 3}]}]}
+    ) as srv:
+        sleeps: list[float] = []
+        c = _client(srv, retry=RetryPolicy.sdk_default(), sleep=sleeps.append)
+        with pytest.raises(ModelRequestError, match="failed 3 times"):
+            c.complete(USER)
+    assert len(srv.requests) == 3  # any 5xx is retried, as the SDK does
+    assert len(sleeps) == 2 and 0.375 <= sleeps[0] <= 0.5 and 0.75 <= sleeps[1] <= 1.0
+    with ScriptedServer(
+        {"task_1": [{"content": "x", "faults": [{"malformed": "not_json", "times": 1}]}]}
+    ) as srv:
+        c = _client(srv, retry=RetryPolicy.sdk_default())
+        with pytest.raises(ModelRequestError, match="malformed"):
+            c.complete(USER)
+    assert len(srv.requests) == 1  # a body the SDK cannot parse is not retried
+
+
+def test_official_request_timeout_is_the_time_left_and_is_retried():
+    """Guards the official protocol: a request may take the time left; a timeout is retried."""
+    with ScriptedServer(
+        {"task_1": [{"content": "late", "faults": [{"delay": 2.5, "times": 1}]}]}
+    ) as srv:
+        c = _client(srv, retry=RetryPolicy.sdk_default(), timeout_is_deadline=False)
+        reply = c.complete(USER, time_left=1.0)  # the first request times out at 1 s
+    assert reply.content == "late" and c.usage.retries == 1
+    assert len(srv.requests) >= 1
+
+
+def test_request_bodies_keep_the_sdk_key_order():
+    """Guards byte-level conformance: the keys in chat.completions.create's order."""
+    with ScriptedServer({"task_1": [{"content": "x"}]}) as srv:
+        c = _client(srv, temperature=0.5, extra_body={"providerOptions": {"a": 1}})
+        c.complete(USER, [{"type": "function", "function": {"name": "f", "parameters": {}}}])
+    keys = list(srv.requests[0].body)
+    assert keys == [
+        "model",
+        "messages",
+        "max_tokens",
+        "temperature",
+        "tool_choice",
+        "tools",
+        "providerOptions",
+    ]
