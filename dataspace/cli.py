@@ -81,6 +81,8 @@ def _parser() -> argparse.ArgumentParser:
         ("eval", "the official evaluator's command line (same flags)"),
         ("report", "report of one or several runs"),
         ("build", "build a release from Text-to-SQL sources"),
+        ("review", "expert review server: init, user, assign, serve, status, stats, export"),
+        ("audit", "propose and confirm root causes of failed attempts"),
     ):
         sub.add_parser(name, help=text, add_help=False)
     return p
@@ -125,10 +127,24 @@ def _build_main(argv: list[str]) -> int:
     return int(build_main(argv))
 
 
+def _review_main(argv: list[str]) -> int:
+    from builder.review.cli import main as review_main
+
+    return review_main(argv)
+
+
+def _audit_main(argv: list[str]) -> int:
+    from dataspace.audit.cli import main as audit_main
+
+    return audit_main(argv)
+
+
 _PASSTHROUGH: dict[str, Callable[[list[str]], int]] = {
     "eval": _eval_main,
     "report": _report_main,
     "build": _build_main,
+    "review": _review_main,
+    "audit": _audit_main,
 }
 
 

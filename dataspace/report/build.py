@@ -152,6 +152,7 @@ def build_from_sources(
         figure_hrefs=figure_hrefs,
         table_hrefs=table_hrefs,
         generated_at=time.strftime("%Y-%m-%d %H:%M:%S %Z"),
+        extra_html=_audit_html(sources),
     )
     out.put(HTML_NAME, render_html(report).encode())
     out.put(MARKDOWN_NAME, render_markdown(report).encode())
@@ -176,6 +177,12 @@ def build_from_sources(
         data=data,
         seconds=seconds,
     )
+
+
+def _audit_html(sources: Sequence[RunSource]) -> str:
+    from dataspace.audit.report import audit_section_html, read_audits
+
+    return audit_section_html([doc for s in sources for doc in read_audits(s)])
 
 
 def _empty_tables() -> dict[str, Any]:

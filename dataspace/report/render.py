@@ -48,6 +48,7 @@ class ReportData:
     figure_hrefs: Mapping[str, str] = field(default_factory=dict)
     table_hrefs: Mapping[str, str] = field(default_factory=dict)
     generated_at: str = ""
+    extra_html: str = ""  # further sections (the failure audit), already escaped
 
 
 PCT = ".2f"
@@ -325,6 +326,7 @@ def render_html(data: ReportData) -> str:
         sections.append(_figure(data, "passk", _FIG_CAPTIONS["passk"]))
     sections.append('<h2 id="tasks">Per-task outcomes and traces</h2>')
     sections.append(_per_task_html(data))
+    sections.append(data.extra_html)
     sections.append('<h2 id="runs">Runs</h2>')
     sections.append(_runs_html(data.runs))
     nav = '<nav class="toc">' + "".join(f'<a href="#{s}">{s}</a>' for s in toc) + "</nav>"
