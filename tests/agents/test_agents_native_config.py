@@ -40,7 +40,7 @@ def _plan(name: str, sandbox: str, **settings: Any) -> Plan:
         relay_url=RELAY,
         token="tok",
         home=HOME_DIR,
-        executable=f"/opt/dataspace/harnesses/{name}/bin/x",
+        executable=f"/opt/harness/{name}/bin/x",
         context_window=262144,
         max_output_tokens=32768,
         harness_sandbox=sandbox,

@@ -29,6 +29,7 @@ TABLES = {
     "pareto",
     "per_task",
     "pass_at_k",
+    "harnesses",  # the synthetic run has models under several harnesses
 }
 
 
@@ -298,3 +299,15 @@ def test_a_failing_worker_process_falls_back_to_threads(store_root, tmp_path, mo
             [str(store_root / "runs" / "official")], out=str(tmp_path), traces="none"
         ).notes
     )
+
+
+def test_the_harness_section_compares_harnesses_with_the_model_fixed(store_root, tmp_path):
+    res = build_report([str(store_root / "runs" / "demo")], out=str(tmp_path / "o"))
+    table = res.data["harnesses"]
+    assert not table.empty
+    for model, grp in table.groupby("model"):
+        assert grp["harness"].nunique() >= 2, model
+        assert list(grp["accuracy_pct"]) == sorted(grp["accuracy_pct"], reverse=True)
+    assert all(table["end_states"].str.len() > 0)
+    md = (tmp_path / "o" / "report.md").read_text()
+    assert "## Harnesses with the backbone fixed" in md

@@ -16,11 +16,12 @@ The official relay in front of the endpoint (keep the 5 most recent images) is o
 ``WireRelay`` on the ``messages`` wire, on the controller. ``ANTHROPIC_BASE_URL`` is the
 relay inside the sandbox and ``ANTHROPIC_AUTH_TOKEN`` the one-run token.
 
-Claude Code's own command sandbox (bubblewrap and socat) cannot run nested in ours (every
-command fails with ``bwrap: Can't bind mount /oldroot/dev/full``), so by default (``harness_sandbox: off``) ``sandbox.enabled`` is false
-and our sandbox is the boundary, recorded in the attempt; what the official sandbox
-denies stays denied: no network route (the relay alone answers, on loopback), the
-workspace read-only, web tools disallowed, every other model refused by the relay.
+Claude Code's own command sandbox (bubblewrap and socat) cannot run nested in ours
+(every command fails with ``bwrap: Can't bind mount /oldroot/dev/full``), so by default
+(``harness_sandbox: off``) ``sandbox.enabled`` is false and our sandbox is the boundary,
+recorded in the attempt; what the official sandbox denies stays denied: no network route
+(the relay alone answers, on loopback), the workspace read-only, web tools disallowed,
+every other model refused by the relay.
 ``harness_sandbox: on`` writes the official sandbox block unchanged.
 """
 

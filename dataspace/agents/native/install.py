@@ -3,7 +3,8 @@
 Each native CLI is installed once per host under ``/opt/dataspace/harnesses/<name>/``
 (``DATASPACE_HARNESS_ROOT`` overrides the root) with ``bin/<executable>`` and a
 ``VERSION`` file, and is bound read-only into the sandboxes of its attempts; nothing is
-downloaded at attempt time. The pins are those of the paper (Table 9) and the official
+downloaded at attempt time (inside, the attempt's harness is at ``/opt/harness/<name>``).
+The pins are those of the paper (Table 9) and the official
 baseline's ``configs/harness.yaml``:
 
 - Codex 0.145.0: the npm package ``@openai/codex@0.145.0-linux-x64`` (a static musl
@@ -39,8 +40,10 @@ from dataspace.errors import ConfigError
 logger = logging.getLogger(__name__)
 
 DEFAULT_ROOT = "/opt/dataspace/harnesses"
-SANDBOX_ROOT = "/opt/dataspace/harnesses"
-"""Where the harness folders appear inside a sandbox."""
+SANDBOX_ROOT = "/opt/harness"
+"""Where the attempt's harness folder is bound (read-only) inside its sandbox: a path of
+its own, so the bind never lands inside another read-only mount (the runtime root at
+``/opt/dataspace``) and works whatever ``DATASPACE_HARNESS_ROOT`` is."""
 
 
 @dataclass(frozen=True, kw_only=True)
