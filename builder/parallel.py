@@ -43,7 +43,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from builder.report import REPORT_NAME, AcceptedItem, nothing_built, write_report_json
+from builder.report import (
+    REPORT_NAME,
+    AcceptedItem,
+    nothing_built,
+    pop_timings,
+    write_report_json,
+)
 from builder.sampling.policy import SamplingPolicy
 from builder.sources.base import Rejection, SourceItem
 from builder.transform.database import UnitOptions
@@ -634,7 +640,8 @@ def _stage3_mapping(raw: Any) -> Mapping[str, Any] | None:
 def stage3_options(raw: Mapping[str, Any] | None) -> Any:
     """Stage-3 options from a build spec's ``stage3`` mapping (None: structured renderers only).
 
-    Keys: ``video_share`` (default 0.3), ``video`` (VideoOptions fields, or false for no
+    Keys: ``video_share`` (default ``Stage3Options.video_share``), ``video``
+    (VideoOptions fields, or false for no
     videos), ``strategies``.
 
     >>> stage3_options(None) is None
@@ -656,7 +663,9 @@ def stage3_options(raw: Mapping[str, Any] | None) -> Any:
         video = None if video_raw is False else VideoOptions(**dict(video_raw or {}))
     except TypeError as exc:
         raise ConfigError(f"stage3.video: {exc}") from None
-    kwargs: dict[str, Any] = {"video": video, "video_share": float(raw.get("video_share", 0.3))}
+    kwargs: dict[str, Any] = {"video": video}
+    if "video_share" in raw:
+        kwargs["video_share"] = float(raw["video_share"])
     if "strategies" in raw:
         kwargs["strategies"] = tuple(raw["strategies"])
     return Stage3Options(**kwargs)
@@ -684,6 +693,12 @@ def _build_item(job: ItemJob, timings: dict[str, float]) -> Any:
         options=TransformOptions(units=spec.units, cache_dir=Path(job.cache_root) / "transform"),
         item_id=item.id,
         domain=str(item.extra.get("domain", "")),
+        questions=item.extra.get("questions"),
+        template=(
+            {"q_tag": item.extra["q_tag"], "value": item.extra.get("value") or {}}
+            if item.extra.get("q_tag")
+            else None
+        ),
     )
     timings["transform"] = time.perf_counter() - t0
     transformed = dataclasses.replace(
@@ -731,6 +746,8 @@ def _build_item(job: ItemJob, timings: dict[str, float]) -> Any:
     ledger["transform"] = tr.ledger
     if sampling is not None:
         ledger["sampling"] = sampling
+    for name, secs in pop_timings(ledger).items():
+        timings[name] = timings.get(name, 0.0) + secs
     return dataclasses.replace(art, ledger=ledger)
 
 

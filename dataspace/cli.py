@@ -74,6 +74,7 @@ def _parser() -> argparse.ArgumentParser:
         ("eval", "the official evaluator's command line (same flags)"),
         ("report", "report of one or several runs"),
         ("build", "build a release from Text-to-SQL sources"),
+        ("diff", "which tasks two releases add, remove or change"),
     ):
         sub.add_parser(name, help=text, add_help=False)
     return p
@@ -113,6 +114,7 @@ _PASSTHROUGH: dict[str, Callable[[list[str]], int]] = {
     "eval": _eval_main,
     "report": _report_main,
     "build": _build_main,
+    "diff": lambda argv: __import__("dataspace.diff", fromlist=["main"]).main(argv),
 }
 
 
