@@ -22,6 +22,7 @@ A source spec (YAML or JSON)::
     transform: {theta: 0.5, k_min: 3, protected: []}
     sampling: {budget: 200, attempts: 3}
     renderers: [csv, json, sqlite]
+    semantics: {order_share: 0.35, max_tie_factor: 3.0}
 
 Relative source paths are resolved against the spec file's folder.
 """
@@ -51,6 +52,7 @@ from builder.report import (
     write_report_json,
 )
 from builder.sampling.policy import SamplingPolicy
+from builder.semantics import SemanticsOptions
 from builder.sources.base import Rejection, SourceItem
 from builder.transform.database import UnitOptions
 from dataspace.errors import BuildError, ConfigError, InfrastructureError
@@ -148,6 +150,8 @@ class BuildSpec:
         sampling: stage-2 policy (its seed is replaced by each task's seed).
         renderers: workspace renderers in fallback order.
         dialect: ``{"current_time": ..., "now": ...}`` passed to loaders that take it.
+        stage3: routing with documents and videos (None: structured renderers only).
+        semantics: how the fixed "now", ties and a requested order are stated.
     """
 
     sources: tuple[SourceSpec, ...]
@@ -159,6 +163,7 @@ class BuildSpec:
     renderers: tuple[str, ...] = ("csv", "json", "sqlite")
     dialect: Mapping[str, str] = field(default_factory=dict)
     stage3: Mapping[str, Any] | None = None
+    semantics: SemanticsOptions = field(default_factory=SemanticsOptions)
 
     def fingerprint(self) -> str:
         """SHA-256 of every option that changes what a task looks like."""
@@ -171,6 +176,7 @@ class BuildSpec:
             "renderers": list(self.renderers),
             "dialect": dict(self.dialect),
             "stage3": None if self.stage3 is None else dict(self.stage3),
+            "semantics": dataclasses.asdict(self.semantics),
         }
         return hashlib.sha256(json.dumps(body, sort_keys=True).encode()).hexdigest()
 
@@ -192,6 +198,7 @@ class BuildSpec:
             "renderers",
             "dialect",
             "stage3",
+            "semantics",
         }
         extra = set(obj) - known
         if extra:
@@ -239,6 +246,10 @@ class BuildSpec:
             raise ConfigError(f"transform: {exc}") from None
         sampling = SamplingPolicy.from_json(dict(obj.get("sampling") or {}))
         renderers = tuple(obj.get("renderers") or ("csv", "json", "sqlite"))
+        try:
+            semantics = SemanticsOptions(**dict(obj.get("semantics") or {}))
+        except TypeError as exc:
+            raise ConfigError(f"semantics: {exc}") from None
         seed = obj.get("seed", 0)
         if not isinstance(seed, int):
             raise ConfigError("seed must be an integer")
@@ -252,6 +263,7 @@ class BuildSpec:
             renderers=renderers,
             dialect=dict(obj.get("dialect") or {}),
             stage3=_stage3_mapping(obj.get("stage3")),
+            semantics=semantics,
         )
 
     @classmethod
@@ -716,6 +728,7 @@ def _build_item(job: ItemJob, timings: dict[str, float]) -> Any:
         task_db=step,
         workspace_language=db_lang,
         stage3=stage3_options(spec.stage3),
+        semantics=spec.semantics,
     )
     timer = StageTimer()
     build = getattr(pipeline, "_build", None)

@@ -129,7 +129,7 @@ def untranslated_share(
     return (latin if target_language == "zh" else cjk) / total
 
 
-_PLACEHOLDER = re.compile(r"\x00|\{\w+\}|\[\w+\]|【[^】]*】")
+_PLACEHOLDER = re.compile(r"\x00|\{\w+\}|\[\w+\]")
 _IDENTIFIER = re.compile(r"[A-Za-z_]*\d[A-Za-z0-9_.\-/]*|[A-Za-z0-9]+_[A-Za-z0-9_]+")
 
 

@@ -543,11 +543,23 @@ def answer_evidence(
             )
             for n, (rid, row) in enumerate(kept)
         ]
+        q_zh = (question_language or language) == "zh"
+        # The table is named only when its name is in the question's language.
+        named = bool(re.search(r"[\u3400-\u9fff]", table)) == q_zh
         note = (
-            f"（所需的{table}记录见视频简报，工作区中没有该表。）"
-            if (question_language or language) == "zh"
-            else f" (The {table} records this needs are shown in the video briefing; that "
-            "table is not in the workspace.)"
+            (
+                f"（所需的{table}记录见视频简报，工作区中没有该表。）"
+                if named
+                else "（所需的记录见视频简报，工作区中没有这张表。）"
+            )
+            if q_zh
+            else (
+                f" (The {table} records this needs are shown in the video briefing; that "
+                "table is not in the workspace.)"
+                if named
+                else " (The records this needs are shown in the video briefing; their table "
+                "is not in the workspace.)"
+            )
         )
         return EvidencePlan(
             strategy="answer_evidence",
