@@ -70,7 +70,7 @@ def task_metadata(
         "answer_rows": len(answer.rows),
         "answer_columns": len(answer.header),
         "answer_shape": answer_shape(len(answer.rows), len(answer.header)),
-        "order_sensitive": order_sensitive(sql),
+        "order_sensitive": order_sensitive(sql) and len(answer.rows) > 1,
         "workspace_bytes": workspace.total_bytes,
         "workspace_file_count": len(workspace.files),
     }
