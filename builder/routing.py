@@ -30,6 +30,7 @@ from builder.render.base import Renderer, get_renderer, safe_stem
 from builder.render.routing import TableRoute, Workspace
 from builder.render.sqlite_renderer import SHARED
 from builder.tables import TableData, compare_rows, quote_ident
+from dataspace.errors import Rejected
 
 logger = logging.getLogger(__name__)
 
@@ -41,8 +42,10 @@ FALLBACK_ORDER = ("sqlite", "csv", "json", "markdown", "pdf")
 READ_PREFERENCE = ("sqlite", "csv", "json", "markdown", "pdf")
 
 
-class RoutingFailure(ValueError):
+class RoutingFailure(Rejected, ValueError):
     """A table no renderer could represent; carries a one-line reason."""
+
+    stage_name = "render"
 
 
 @dataclass(frozen=True, kw_only=True)

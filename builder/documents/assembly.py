@@ -40,14 +40,17 @@ from builder.documents.writers import (
     get_writer,
 )
 from builder.tables import TableData
+from dataspace.errors import Rejected
 
 logger = logging.getLogger(__name__)
 
 FORMATS = ("markdown", "pdf")
 
 
-class DocumentRejected(ValueError):
+class DocumentRejected(Rejected, ValueError):
     """A table could not be written as a faithful document; carries a one-line reason."""
+
+    stage_name = "render"
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -37,14 +37,17 @@ from builder.video.strategies import (
     leaks,
     predicate_abstraction,
 )
+from dataspace.errors import Rejected
 
 logger = logging.getLogger(__name__)
 
 VIDEO_FILE = "briefing.mp4"
 
 
-class VideoRejected(ValueError):
+class VideoRejected(Rejected, ValueError):
     """No valid video for this task; carries a one-line reason."""
+
+    stage_name = "video"
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -27,7 +27,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any, Protocol, runtime_checkable
 
-from dataspace.errors import ConfigError
+from dataspace.errors import ConfigError, Rejected
 from dataspace.registry import Registry
 
 logger = logging.getLogger(__name__)
@@ -58,8 +58,10 @@ class ReplyError(Exception):
     """A reply that is not even well-formed JSON of the right shape (counts as an attempt)."""
 
 
-class TranslationError(Exception):
+class TranslationError(Rejected):
     """No valid reply within the attempt budget; ``errors`` are the last validator errors."""
+
+    stage_name = "transform"
 
     def __init__(self, message: str, errors: list[str]) -> None:
         super().__init__(message)

@@ -20,6 +20,8 @@ from collections.abc import Callable, Mapping
 from functools import lru_cache
 from pathlib import Path
 
+from dataspace.errors import Rejected
+
 DATA = Path(__file__).with_name("data")
 _VALUE_SLOT = re.compile(r"\{(\w+)\}")
 _PHRASE_SLOT = re.compile(r"\[(\w+)\]")
@@ -30,8 +32,10 @@ _UNITS_ZH = {"year": "年", "month": "个月", "day": "天", "hour": "小时"}
 _NUM_ZH = {1: "一", 2: "两", 3: "三", 4: "四", 5: "五", 6: "六", 7: "七", 8: "八", 9: "九"}
 
 
-class TemplateMiss(ValueError):
+class TemplateMiss(Rejected, ValueError):
     """The question cannot be rendered from a template (the reason is the message)."""
+
+    stage_name = "fluency"
 
 
 @lru_cache(maxsize=4)

@@ -24,7 +24,7 @@ from typing import Any, Protocol
 from builder.documents.plan import column_label
 from builder.video.atoms import PredicateAtom, display
 from builder.video.strategies import EvidencePlan, SupportRecord
-from dataspace.errors import ConfigError
+from dataspace.errors import ConfigError, Rejected
 
 logger = logging.getLogger(__name__)
 
@@ -32,8 +32,10 @@ COMPONENTS = ("title", "card", "table", "bar_chart", "line_chart", "config_panel
 OPERATOR_TEXT = {"=": "=", "!=": "≠", ">": ">", ">=": "≥", "<": "<", "<=": "≤", "year": "="}
 
 
-class StoryboardRejected(ValueError):
+class StoryboardRejected(Rejected, ValueError):
     """No valid storyboard could be made; carries a one-line reason."""
+
+    stage_name = "video"
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -28,8 +28,10 @@ from typing import Any, TypeVar
 from builder.documents.plan import column_label
 from builder.tables import quote_ident
 from builder.video.atoms import AnswerAtom, AtomSet, PredicateAtom, display, question_span
+from dataspace.errors import Rejected
 
 _Comparable = TypeVar("_Comparable", float, str)
+
 
 logger = logging.getLogger(__name__)
 
@@ -88,8 +90,10 @@ _BEFORE_ZH = (
 _AFTER_ZH = ("及以上", "及以下", "以上", "以下", "之后", "之前", "%")
 
 
-class StrategyRejected(ValueError):
+class StrategyRejected(Rejected, ValueError):
     """A task does not fit a video strategy; carries a one-line reason."""
+
+    stage_name = "video"
 
 
 @dataclass(frozen=True, kw_only=True)
