@@ -114,7 +114,7 @@ def minimal_carriers(
     universe = sorted({m for ms in needs.values() for m in ms})
     rank = {m: i for i, m in enumerate(preference)}
 
-    def cost(combo: tuple[str, ...]) -> tuple[int, ...]:
+    def cost(combo: Iterable[str]) -> tuple[int, ...]:
         return tuple(sorted(rank.get(m, len(rank)) for m in combo))
 
     for size in range(1, len(universe) + 1):

@@ -192,7 +192,7 @@ def _build(
         ledger=ledger,
         ledger_files={"task_db.sqlite": tdb.data},
     )
-    artifacts.ledger["semantics"] = stated
+    artifacts = dataclasses.replace(artifacts, ledger={**artifacts.ledger, "semantics": stated})
     if options.stage3 is not None:
         from builder.routing import apply_stage3
 

@@ -56,7 +56,7 @@ TASK_DB_STEPS: Registry[TaskDbStep] = Registry(
 
 def register_task_db_step(name: str) -> Callable[[TaskDbStep], TaskDbStep]:
     """Register a task database step under ``name``."""
-    return TASK_DB_STEPS.register(name)  # type: ignore[no-any-return]
+    return TASK_DB_STEPS.register(name)
 
 
 def get_task_db_step(name: str) -> TaskDbStep:

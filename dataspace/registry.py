@@ -112,7 +112,7 @@ class Registry(Generic[T]):
             )
         target = self._targets[name]
         if not isinstance(target, str):
-            return target  # type: ignore[no-any-return]
+            return target
         module, _, attr = target.partition(":")
         mod = self._import(name, module)
         try:

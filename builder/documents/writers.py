@@ -96,7 +96,7 @@ def register_writer(
     name: str,
 ) -> Callable[[Callable[..., DocumentWriter]], Callable[..., DocumentWriter]]:
     """Register a writer factory under ``name``."""
-    return WRITERS.register(name)  # type: ignore[no-any-return]
+    return WRITERS.register(name)
 
 
 def writer_names() -> list[str]:

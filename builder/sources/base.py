@@ -113,7 +113,7 @@ LOADERS: Registry[Loader] = Registry(
 
 def register_loader(kind: str) -> Callable[[Loader], Loader]:
     """Register a loader function under ``kind``."""
-    return LOADERS.register(kind)  # type: ignore[no-any-return]
+    return LOADERS.register(kind)
 
 
 def loader_kinds() -> list[str]:

@@ -207,7 +207,7 @@ def register_translator(
     name: str,
 ) -> Callable[[Callable[..., Translator]], Callable[..., Translator]]:
     """Register a translator factory under ``name``."""
-    return TRANSLATORS.register(name)  # type: ignore[no-any-return]
+    return TRANSLATORS.register(name)
 
 
 def translator_names() -> list[str]:
