@@ -9,7 +9,8 @@ Per column, from the values SQLite returned:
   ``datetime``;
 - anything else (and all-NULL columns): ``text``.
 
-``order_sensitive`` is true exactly when the outermost query has an ORDER BY.
+``order_sensitive`` is true exactly when the outermost query has an ORDER BY and the
+answer has more than one row.
 """
 
 from __future__ import annotations
@@ -113,7 +114,8 @@ def derive_config(
     return {
         "schema_version": CONFIG_SCHEMA_VERSION,
         "task_id": task_id,
-        "order_sensitive": order_sensitive(sql),
+        # Row order of a one-row answer is vacuous: only multi-row ordered answers count.
+        "order_sensitive": order_sensitive(sql) and len(rows) > 1,
         "columns": columns,
     }
 

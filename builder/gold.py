@@ -19,6 +19,7 @@ from pathlib import Path
 
 from builder.render.csv_renderer import write_csv
 from builder.tables import Row
+from dataspace.errors import Rejected
 
 logger = logging.getLogger(__name__)
 
@@ -28,8 +29,10 @@ MAX_CELL_BYTES = 2 * 1024 * 1024
 MAX_CSV_BYTES = 20 * 1024 * 1024
 
 
-class GoldRejected(Exception):
+class GoldRejected(Rejected):
     """The query gives no usable gold answer; carries a one-line reason."""
+
+    stage_name = "gold"
 
 
 @dataclass(frozen=True, kw_only=True)

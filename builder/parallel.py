@@ -22,6 +22,7 @@ A source spec (YAML or JSON)::
     transform: {theta: 0.5, k_min: 3, protected: []}
     sampling: {budget: 200, attempts: 3}
     renderers: [csv, json, sqlite]
+    semantics: {order_share: 0.35, max_tie_factor: 3.0}
 
 Relative source paths are resolved against the spec file's folder.
 """
@@ -43,8 +44,15 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from builder.report import REPORT_NAME, AcceptedItem, nothing_built, write_report_json
+from builder.report import (
+    REPORT_NAME,
+    AcceptedItem,
+    nothing_built,
+    pop_timings,
+    write_report_json,
+)
 from builder.sampling.policy import SamplingPolicy
+from builder.semantics import SemanticsOptions
 from builder.sources.base import Rejection, SourceItem
 from builder.transform.database import UnitOptions
 from dataspace.errors import BuildError, ConfigError, InfrastructureError
@@ -142,6 +150,8 @@ class BuildSpec:
         sampling: stage-2 policy (its seed is replaced by each task's seed).
         renderers: workspace renderers in fallback order.
         dialect: ``{"current_time": ..., "now": ...}`` passed to loaders that take it.
+        stage3: routing with documents and videos (None: structured renderers only).
+        semantics: how the fixed "now", ties and a requested order are stated.
     """
 
     sources: tuple[SourceSpec, ...]
@@ -153,6 +163,7 @@ class BuildSpec:
     renderers: tuple[str, ...] = ("csv", "json", "sqlite")
     dialect: Mapping[str, str] = field(default_factory=dict)
     stage3: Mapping[str, Any] | None = None
+    semantics: SemanticsOptions = field(default_factory=SemanticsOptions)
 
     def fingerprint(self) -> str:
         """SHA-256 of every option that changes what a task looks like."""
@@ -165,6 +176,7 @@ class BuildSpec:
             "renderers": list(self.renderers),
             "dialect": dict(self.dialect),
             "stage3": None if self.stage3 is None else dict(self.stage3),
+            "semantics": dataclasses.asdict(self.semantics),
         }
         return hashlib.sha256(json.dumps(body, sort_keys=True).encode()).hexdigest()
 
@@ -186,6 +198,7 @@ class BuildSpec:
             "renderers",
             "dialect",
             "stage3",
+            "semantics",
         }
         extra = set(obj) - known
         if extra:
@@ -233,6 +246,10 @@ class BuildSpec:
             raise ConfigError(f"transform: {exc}") from None
         sampling = SamplingPolicy.from_json(dict(obj.get("sampling") or {}))
         renderers = tuple(obj.get("renderers") or ("csv", "json", "sqlite"))
+        try:
+            semantics = SemanticsOptions(**dict(obj.get("semantics") or {}))
+        except TypeError as exc:
+            raise ConfigError(f"semantics: {exc}") from None
         seed = obj.get("seed", 0)
         if not isinstance(seed, int):
             raise ConfigError("seed must be an integer")
@@ -246,6 +263,7 @@ class BuildSpec:
             renderers=renderers,
             dialect=dict(obj.get("dialect") or {}),
             stage3=_stage3_mapping(obj.get("stage3")),
+            semantics=semantics,
         )
 
     @classmethod
@@ -634,7 +652,8 @@ def _stage3_mapping(raw: Any) -> Mapping[str, Any] | None:
 def stage3_options(raw: Mapping[str, Any] | None) -> Any:
     """Stage-3 options from a build spec's ``stage3`` mapping (None: structured renderers only).
 
-    Keys: ``video_share`` (default 0.3), ``video`` (VideoOptions fields, or false for no
+    Keys: ``video_share`` (default ``Stage3Options.video_share``), ``video``
+    (VideoOptions fields, or false for no
     videos), ``strategies``.
 
     >>> stage3_options(None) is None
@@ -656,7 +675,9 @@ def stage3_options(raw: Mapping[str, Any] | None) -> Any:
         video = None if video_raw is False else VideoOptions(**dict(video_raw or {}))
     except TypeError as exc:
         raise ConfigError(f"stage3.video: {exc}") from None
-    kwargs: dict[str, Any] = {"video": video, "video_share": float(raw.get("video_share", 0.3))}
+    kwargs: dict[str, Any] = {"video": video}
+    if "video_share" in raw:
+        kwargs["video_share"] = float(raw["video_share"])
     if "strategies" in raw:
         kwargs["strategies"] = tuple(raw["strategies"])
     return Stage3Options(**kwargs)
@@ -684,6 +705,12 @@ def _build_item(job: ItemJob, timings: dict[str, float]) -> Any:
         options=TransformOptions(units=spec.units, cache_dir=Path(job.cache_root) / "transform"),
         item_id=item.id,
         domain=str(item.extra.get("domain", "")),
+        questions=item.extra.get("questions"),
+        template=(
+            {"q_tag": item.extra["q_tag"], "value": item.extra.get("value") or {}}
+            if item.extra.get("q_tag")
+            else None
+        ),
     )
     timings["transform"] = time.perf_counter() - t0
     transformed = dataclasses.replace(
@@ -701,6 +728,7 @@ def _build_item(job: ItemJob, timings: dict[str, float]) -> Any:
         task_db=step,
         workspace_language=db_lang,
         stage3=stage3_options(spec.stage3),
+        semantics=spec.semantics,
     )
     timer = StageTimer()
     build = getattr(pipeline, "_build", None)
@@ -731,6 +759,8 @@ def _build_item(job: ItemJob, timings: dict[str, float]) -> Any:
     ledger["transform"] = tr.ledger
     if sampling is not None:
         ledger["sampling"] = sampling
+    for name, secs in pop_timings(ledger).items():
+        timings[name] = timings.get(name, 0.0) + secs
     return dataclasses.replace(art, ledger=ledger)
 
 

@@ -9,11 +9,12 @@ rejected item with its stage and reason, and never stops on a bad item.
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import logging
 import time
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -23,8 +24,17 @@ from builder.metadata import task_metadata
 from builder.render.base import get_renderer
 from builder.render.routing import RenderFailure, Workspace, render_workspace
 from builder.render.sqlite_renderer import deserialize
-from builder.report import REPORT_NAME, AcceptedItem, BuildReport, StageTimer, nothing_built
+from builder.report import (
+    REPORT_NAME,
+    AcceptedItem,
+    BuildReport,
+    StageTimer,
+    nothing_built,
+    pop_timings,
+)
+from builder.semantics import SemanticsOptions
 from builder.sources.base import LoadedSource, Rejection, SourceItem, one_line
+from builder.sqlinfo import order_sensitive
 from builder.tables import TableData, read_tables
 from builder.taskdb import TaskDatabase, get_task_db_step
 from dataspace.errors import BuildError, SourceError
@@ -58,6 +68,7 @@ class BuildOptions:
     max_answer_rows: int = 100_000
     max_answer_columns: int = 64
     stage3: Any = None
+    semantics: SemanticsOptions = field(default_factory=SemanticsOptions)
 
     def check(self) -> None:
         """Resolve every name now, so a typo fails before any work.
@@ -133,6 +144,11 @@ def _build(
                 )
             except GoldRejected as exc:
                 raise BuildError(item.id, "gold", one_line(str(exc))) from None
+        with timer("semantics"):
+            question, sql, answer, stated = _state_semantics(
+                item, answer, conn, seed=tseed, options=options
+            )
+            item = dataclasses.replace(item, question=question, sql=sql)
         with timer("render"):
             tables = read_tables(conn)
             try:
@@ -176,6 +192,7 @@ def _build(
         ledger=ledger,
         ledger_files={"task_db.sqlite": tdb.data},
     )
+    artifacts = dataclasses.replace(artifacts, ledger={**artifacts.ledger, "semantics": stated})
     if options.stage3 is not None:
         from builder.routing import apply_stage3
 
@@ -185,7 +202,79 @@ def _build(
             counters.clear()
             counters.update(result.counters)
         artifacts = result.task
+    for name, secs in pop_timings(artifacts.ledger).items():
+        timer.add(name, secs)
     return artifacts
+
+
+def _state_semantics(
+    item: SourceItem,
+    answer: GoldAnswer,
+    conn: Any,
+    *,
+    seed: int,
+    options: BuildOptions,
+) -> tuple[str, str, GoldAnswer, dict[str, Any]]:
+    """State the fixed "now", the tie rule and a requested order in the question.
+
+    Returns the question, the SQL (ordered when an order is requested), the gold of that
+    SQL and what was stated (for the ledger).
+
+    Raises:
+        BuildError: stage ``semantics`` (ties far past N).
+    """
+    from builder import semantics as sem
+
+    opts = options.semantics
+    lang = item.question_language
+    sentences: list[str] = []
+    stated: dict[str, Any] = {}
+    sql = item.sql
+    stamp = sem.pinned_now(sql)
+    if stamp and opts.state_now:
+        sentences.append(sem.now_sentence(stamp, lang))
+        stated["now"] = stamp
+    n = sem.rank_limit(sql)
+    if n is not None:
+        stated["rank_limit"] = n
+        if len(answer.rows) > n * opts.max_tie_factor:
+            raise BuildError(
+                item.id,
+                "semantics",
+                f"a top-{n} question whose gold has {len(answer.rows)} rows (ties past "
+                f"{opts.max_tie_factor:g} x N)",
+            )
+        if len(answer.rows) > n:
+            if not opts.tie_rule:
+                raise BuildError(
+                    item.id,
+                    "semantics",
+                    f"a top-{n} question whose gold has {len(answer.rows)} rows",
+                )
+            sentences.append(sem.tie_sentence(n, lang))
+            stated["tie_rule"] = True
+    if (
+        opts.order_share > 0
+        and len(answer.rows) > 1
+        and not order_sensitive(sql)
+        and sem.draw(seed, "order") < opts.order_share
+    ):
+        kind = sem.value_kind([row[0] for row in answer.rows])
+        ordered = sem.ordered_sql(sql, len(answer.header))
+        try:
+            answer = execute_gold(
+                conn,
+                ordered,
+                timeout=options.query_timeout,
+                max_rows=options.max_answer_rows,
+                max_columns=options.max_answer_columns,
+            )
+        except GoldRejected as exc:
+            raise BuildError(item.id, "semantics", one_line(str(exc))) from None
+        sql = ordered
+        sentences.append(sem.order_sentence(kind, lang))
+        stated["order"] = kind
+    return sem.with_sentences(item.question, sentences, lang), sql, answer, stated
 
 
 def _config(item: SourceItem, task_id: str, answer: GoldAnswer) -> dict[str, Any]:

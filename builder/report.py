@@ -128,11 +128,49 @@ class StageTimer:
         self.totals[stage] = self.totals.get(stage, 0.0) + seconds
 
 
+_TIMING_KEYS = ("timings", "seconds")
+
+
+def pop_timings(obj: Any, prefix: str = "") -> dict[str, float]:
+    """Remove every wall-time record from a ledger-like tree; return them flattened.
+
+    Wall times differ between two builds of the same input, so they belong in the build
+    report, never in ``ledger.json`` (which must be byte-identical across builds).
+
+    >>> ledger = {"transform": {"timings": {"sql_s": 0.5}, "sql": "x"},
+    ...           "video": {"seconds": {"plan": 0.1}, "duration": 3.0}}
+    >>> pop_timings(ledger)
+    {'transform.sql_s': 0.5, 'video.plan': 0.1}
+    >>> ledger
+    {'transform': {'sql': 'x'}, 'video': {'duration': 3.0}}
+    """
+    out: dict[str, float] = {}
+    if isinstance(obj, dict):
+        for key in list(obj):
+            value = obj[key]
+            if (
+                key in _TIMING_KEYS
+                and isinstance(value, dict)
+                and all(isinstance(v, int | float) for v in value.values())
+            ):
+                for name, secs in obj.pop(key).items():
+                    out[f"{prefix}{name}"] = out.get(f"{prefix}{name}", 0.0) + float(secs)
+            else:
+                for name, secs in pop_timings(value, f"{prefix}{key}.").items():
+                    out[name] = out.get(name, 0.0) + secs
+    elif isinstance(obj, list):
+        for value in obj:  # summed over the list's entries
+            for name, secs in pop_timings(value, prefix).items():
+                out[name] = out.get(name, 0.0) + secs
+    return out
+
+
 __all__ = [
     "REPORT_NAME",
     "AcceptedItem",
     "BuildReport",
     "StageTimer",
     "nothing_built",
+    "pop_timings",
     "write_report_json",
 ]

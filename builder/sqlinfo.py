@@ -120,4 +120,46 @@ def operations(sql: str) -> list[str]:
     return [op for op in OPERATIONS if op in found]
 
 
-__all__ = ["OPERATIONS", "operations", "order_sensitive", "tables_read"]
+def sql_operations(sql: str) -> set[str]:
+    """The paper's SQL-side operation categories.
+
+    They are projection, filtering, ordering, aggregation and join.
+
+    Projection: the output names at least one column that is not only aggregated;
+    filtering: a WHERE or HAVING; ordering: an ORDER BY or a rank window; join: an
+    explicit join or a query combining two or more tables (EHRSQL's IN-subqueries).
+
+    >>> sorted(sql_operations("select a from t where b in (select b from u)"))
+    ['filtering', 'join', 'projection']
+    >>> sorted(sql_operations("select count(*) from t"))
+    ['aggregation']
+    """
+    from sqlglot import exp
+
+    tree = _parse(sql)
+    ops: set[str] = set()
+    outer = tree if isinstance(tree, exp.Select) else tree.find(exp.Select)
+    if outer is not None:
+        for col in outer.expressions:
+            plain = col.find(exp.Column) is not None and col.find(exp.AggFunc) is None
+            if plain or isinstance(col, exp.Star):
+                ops.add("projection")
+    for node in tree.walk():
+        if isinstance(node, exp.Where | exp.Having):
+            ops.add("filtering")
+        elif isinstance(node, exp.Order) or (
+            isinstance(node, exp.Window)
+            and str(node.this.key if node.this is not None else "").lower()
+            in ("rank", "denserank", "rownumber", "dense_rank", "row_number")
+        ):
+            ops.add("ordering")
+        elif isinstance(node, exp.AggFunc):
+            ops.add("aggregation")
+        elif isinstance(node, exp.Join):
+            ops.add("join")
+    if len(tables_read(sql)) > 1:
+        ops.add("join")
+    return ops
+
+
+__all__ = ["OPERATIONS", "operations", "order_sensitive", "sql_operations", "tables_read"]

@@ -18,7 +18,8 @@ from typing import Any
 
 from builder.render.sqlite_renderer import serialize
 from builder.sources.base import SourceItem, open_database
-from dataspace.errors import ConfigError, SourceError
+from dataspace.errors import SourceError
+from dataspace.registry import Registry
 
 logger = logging.getLogger(__name__)
 
@@ -44,17 +45,18 @@ class TaskDatabase:
 
 
 TaskDbStep = Callable[..., TaskDatabase]
-_STEPS: dict[str, TaskDbStep] = {}
+TASK_DB_STEPS: Registry[TaskDbStep] = Registry(
+    "task database step",
+    {"sample": "builder.sampling.step:default_step"},
+    # Sampling steps with a non-default policy are named ``sample-<hash>`` at run time;
+    # importing the module registers the default one.
+    prefixes={"sample": "builder.sampling.step"},
+)
 
 
 def register_task_db_step(name: str) -> Callable[[TaskDbStep], TaskDbStep]:
     """Register a task database step under ``name``."""
-
-    def deco(fn: TaskDbStep) -> TaskDbStep:
-        _STEPS[name] = fn
-        return fn
-
-    return deco
+    return TASK_DB_STEPS.register(name)
 
 
 def get_task_db_step(name: str) -> TaskDbStep:
@@ -63,14 +65,7 @@ def get_task_db_step(name: str) -> TaskDbStep:
     Raises:
         ConfigError: unknown name (the message lists the known ones).
     """
-    if name.startswith("sample") and name not in _STEPS:
-        import builder.sampling.step  # noqa: F401  (registers "sample")
-    try:
-        return _STEPS[name]
-    except KeyError:
-        raise ConfigError(
-            f"unknown task database step {name!r}; known steps: {', '.join(sorted(_STEPS))}"
-        ) from None
+    return TASK_DB_STEPS.get(name)
 
 
 @register_task_db_step("copy")

@@ -83,6 +83,7 @@ def _parser() -> argparse.ArgumentParser:
         ("build", "build a release from Text-to-SQL sources"),
         ("review", "expert review server: init, user, assign, serve, status, stats, export"),
         ("audit", "propose and confirm root causes of failed attempts"),
+        ("diff", "which tasks two releases add, remove or change"),
     ):
         sub.add_parser(name, help=text, add_help=False)
     return p
@@ -145,6 +146,7 @@ _PASSTHROUGH: dict[str, Callable[[list[str]], int]] = {
     "build": _build_main,
     "review": _review_main,
     "audit": _audit_main,
+    "diff": lambda argv: __import__("dataspace.diff", fromlist=["main"]).main(argv),
 }
 
 

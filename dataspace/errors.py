@@ -77,8 +77,8 @@ class BuildError(DataSpaceError):
 
     Args:
         item: the source item id.
-        stage: the stage that rejected it (``load``, ``transform``, ``sample``, ``render``,
-            ``gold``, ``config``).
+        stage: the stage that rejected it (``load``, ``transform``, ``fluency``, ``sample``,
+            ``gold``, ``semantics``, ``render``, ``video``, ``config``).
         reason: why, in one line.
     """
 
@@ -87,6 +87,27 @@ class BuildError(DataSpaceError):
         self.stage = stage
         self.reason = reason
         super().__init__(f"{item}: rejected at {stage}: {reason}")
+
+
+class Rejected(BuildError):
+    """A builder stage refused the item it was working on (raised inside a stage).
+
+    The stage knows why but not always which item: the driver records it with the item's
+    id. ``str()`` is the reason alone until an item is attached.
+
+    Args:
+        reason: why, in one line.
+        stage: the stage (default: the class's ``stage_name``).
+        item: the source item id, when known.
+    """
+
+    stage_name = "build"
+
+    def __init__(self, reason: str = "", *, stage: str | None = None, item: str = "") -> None:
+        super().__init__(item, stage or type(self).stage_name, reason)
+
+    def __str__(self) -> str:
+        return self.reason if not self.item else super().__str__()
 
 
 class StoreError(DataSpaceError):

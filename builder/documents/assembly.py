@@ -40,14 +40,17 @@ from builder.documents.writers import (
     get_writer,
 )
 from builder.tables import TableData
+from dataspace.errors import Rejected
 
 logger = logging.getLogger(__name__)
 
 FORMATS = ("markdown", "pdf")
 
 
-class DocumentRejected(ValueError):
+class DocumentRejected(Rejected, ValueError):
     """A table could not be written as a faithful document; carries a one-line reason."""
+
+    stage_name = "render"
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -59,6 +62,7 @@ class DocumentOptions:
         writer: the writer provider (``template`` or ``llm``).
         writer_options: options for the writer factory (``model``, ``client`` ...).
         genre, null_policy, pass_order: fix these plan choices (None: the planner picks).
+        domain: the tables' domain (genres stay within it).
         block_cells: the cell budget of one block.
         max_attempts: writer attempts per block before the document is rejected.
         max_cells: tables with more cells are not routed to documents.
@@ -69,6 +73,7 @@ class DocumentOptions:
     writer: str = "template"
     writer_options: dict[str, Any] = field(default_factory=dict)
     genre: str | None = None
+    domain: str = ""
     null_policy: str | None = None
     pass_order: str | None = None
     block_cells: int = 48
@@ -270,6 +275,7 @@ def render_document(
                 seed=opts.seed,
                 block_cells=opts.block_cells,
                 genre=opts.genre,
+                domain=opts.domain,
                 null_policy=opts.null_policy,
                 pass_order=opts.pass_order,
             )
@@ -331,7 +337,7 @@ def render_document(
         )
     pdf, pages = None, 0
     if "pdf" in formats:
-        from builder.render.pdf import markdown_to_pdf, pdf_page_count, pdf_paragraphs
+        from builder.documents.pdf import markdown_to_pdf, pdf_page_count, pdf_paragraphs
 
         t0 = time.perf_counter()
         pdf = markdown_to_pdf(markdown, title=plan.title, language=plan.language)

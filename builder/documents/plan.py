@@ -38,18 +38,33 @@ GENRES: dict[str, dict[str, str]] = {
     "macro_briefing": {"en": "Macroeconomic briefing", "zh": "宏观经济简报"},
     "operational_briefing": {"en": "Operational briefing", "zh": "运营情况简报"},
 }
-_GENRE_RULES: tuple[tuple[str, str], ...] = (
-    (r"^mf_|fund|netvalue|manager|advisor", "fund_factsheet"),
-    (r"prescription|drug|pharm", "pharmacy_log"),
-    (r"cost|charge|bill|fee", "billing_audit"),
-    (r"^d_|dict|catalog|items?$|icd", "code_catalogue"),
-    (r"patient|admission|icustay|transfer|person", "patient_registry"),
-    (r"event|lab|chart|output|input|micro|procedure|diagnos", "clinical_event_ledger"),
-    (r"quote|price|trade|^qt_", "market_bulletin"),
-    (r"gdp|cpi|macro|^ed_|^fm_|^in_|econom", "macro_briefing"),
-    (r"dividend|balance|income|cash|audit|finan", "financial_audit"),
-    (r"stock|company|archive|industry|^lc_", "corporate_registry"),
+CLINICAL_GENRES = frozenset(
+    {"clinical_event_ledger", "patient_registry", "pharmacy_log", "billing_audit", "code_catalogue"}
 )
+_GENRE_RULES: tuple[tuple[str, str], ...] = (
+    (r"^mf_|fund|netvalue|manager|advisor|基金|净值|经理", "fund_factsheet"),
+    (r"prescription|drug|pharm|处方|药", "pharmacy_log"),
+    (r"cost|charge|bill|fee|费用|收费|账单", "billing_audit"),
+    (r"^d_|dict|catalog|items?$|icd|字典|目录|编码|项目", "code_catalogue"),
+    (
+        r"patient|admission|icustay|transfer|person|患者|病人|入院|住院|转科|重症",
+        "patient_registry",
+    ),
+    (
+        r"event|lab|chart|output|input|micro|procedure|diagnos|事件|化验|检验|排出|输入|微生物|手术|诊断",
+        "clinical_event_ledger",
+    ),
+    (r"quote|price|trade|^qt_|行情|价格|交易", "market_bulletin"),
+    (r"gdp|cpi|macro|^ed_|^fm_|^in_|econom|宏观|经济", "macro_briefing"),
+    (r"dividend|balance|income|cash|audit|finan|分红|资产负债|利润|现金|财务", "financial_audit"),
+    (r"stock|company|archive|industry|^lc_|股票|公司|档案|行业", "corporate_registry"),
+)
+_DOMAIN_GENRES = {
+    "healthcare": "clinical_event_ledger",
+    "fund": "fund_factsheet",
+    "stock": "corporate_registry",
+    "macro": "macro_briefing",
+}
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -297,17 +312,28 @@ def choose_anchors(table: TableData, columns: Sequence[ColumnInfo]) -> tuple[str
     return None
 
 
-def choose_genre(table_name: str, column_names: Sequence[str]) -> str:
-    """A genre from the table's name (then its columns).
+def choose_genre(table_name: str, column_names: Sequence[str], domain: str = "") -> str:
+    """A genre from the table's name (then its columns), within the table's domain.
+
+    A clinical table never gets a financial genre and back; a table no rule recognizes
+    gets its domain's default genre (``operational_briefing`` without a domain).
 
     >>> choose_genre("LABEVENTS", []), choose_genre("mf_netvalue", []), choose_genre("x", [])
     ('clinical_event_ledger', 'fund_factsheet', 'operational_briefing')
+    >>> choose_genre("化验记录", []), choose_genre("护理单元", [], "healthcare")
+    ('clinical_event_ledger', 'clinical_event_ledger')
     """
+    clinical = domain == "healthcare"
+    finance = domain in ("fund", "stock", "macro", "finance")
     for text in (table_name.lower(), " ".join(column_names).lower()):
         for pattern, genre in _GENRE_RULES:
+            if clinical and genre not in CLINICAL_GENRES:
+                continue
+            if finance and genre in CLINICAL_GENRES:
+                continue
             if re.search(pattern, text):
                 return genre
-    return "operational_briefing"
+    return _DOMAIN_GENRES.get(domain, "operational_briefing")
 
 
 _ROLE_NAMES = {
@@ -340,6 +366,7 @@ def plan_document(
     small_cells: int = 60,
     max_cluster: int = 4,
     genre: str | None = None,
+    domain: str = "",
     null_policy: str | None = None,
     pass_order: str | None = None,
 ) -> DocumentPlan:
@@ -353,6 +380,7 @@ def plan_document(
         small_cells: a table with at most this many cells is written in one block.
         max_cluster: the most columns in one attribute cluster.
         genre: a genre instead of choosing one.
+        domain: the table's domain (``healthcare``, ``fund`` ...): genres stay within it.
         null_policy: a null policy instead of choosing one.
         pass_order: a pass order instead of choosing one.
 
@@ -396,7 +424,7 @@ def plan_document(
     per_batch = len(table.rows) if one_pass else max(1, block_cells // widest)
     rows = list(range(len(table.rows)))
     batches = tuple(tuple(rows[i : i + per_batch]) for i in range(0, len(rows), per_batch))
-    genre = genre or choose_genre(table.name, table.schema.columns)
+    genre = genre or choose_genre(table.name, table.schema.columns, domain)
     title_genre = GENRES.get(genre, {}).get(language, genre)
     title = f"{title_genre}：{table.name}" if language == "zh" else f"{title_genre}: {table.name}"
     has_dates = any(c.kind in ("date", "datetime") for c in columns)

@@ -16,20 +16,14 @@ import random
 from typing import Any
 
 from builder.documents.blocks import Block, Cell
-from builder.documents.plan import GENRES, DocumentPlan
+from builder.documents.plan import CLINICAL_GENRES, GENRES, DocumentPlan
 from builder.documents.validators import Alignment
 from builder.documents.values import format_value
-from builder.documents.writers import SectionReply, SectionRequest, register_writer
+from builder.documents.writers import SectionReply, SectionRequest
 
 logger = logging.getLogger(__name__)
 
-_CLINICAL = {
-    "clinical_event_ledger",
-    "patient_registry",
-    "pharmacy_log",
-    "billing_audit",
-    "code_catalogue",
-}
+_CLINICAL = CLINICAL_GENRES
 
 _EN: dict[str, Any] = {
     "openers": [
@@ -282,11 +276,6 @@ class TemplateWriter:
         if not zh:
             sentences[0] = _cap(sentences[0])
         return ("" if zh else " ").join(sentences), aligned
-
-
-@register_writer("template")
-def _template_factory(**options: Any) -> TemplateWriter:
-    return TemplateWriter(**options)
 
 
 __all__ = ["TemplateWriter", "preface", "surface"]

@@ -23,6 +23,7 @@ from builder.documents.blocks import Block
 from builder.documents.plan import GENRES, DocumentPlan
 from builder.documents.validators import Alignment
 from dataspace.errors import ConfigError
+from dataspace.registry import Registry
 
 logger = logging.getLogger(__name__)
 
@@ -82,25 +83,25 @@ class DocumentWriter(Protocol):
         ...
 
 
-_WRITERS: dict[str, Callable[..., DocumentWriter]] = {}
+WRITERS: Registry[Callable[..., DocumentWriter]] = Registry(
+    "document writer",
+    {
+        "llm": "builder.documents.writers:LlmWriter",
+        "template": "builder.documents.templates:TemplateWriter",
+    },
+)
 
 
 def register_writer(
     name: str,
 ) -> Callable[[Callable[..., DocumentWriter]], Callable[..., DocumentWriter]]:
     """Register a writer factory under ``name``."""
-
-    def deco(factory: Callable[..., DocumentWriter]) -> Callable[..., DocumentWriter]:
-        _WRITERS[name] = factory
-        return factory
-
-    return deco
+    return WRITERS.register(name)
 
 
 def writer_names() -> list[str]:
-    """The registered provider names."""
-    _ensure_builtin()
-    return sorted(_WRITERS)
+    """The known provider names."""
+    return WRITERS.names()
 
 
 def get_writer(name: str, **options: Any) -> DocumentWriter:
@@ -109,18 +110,7 @@ def get_writer(name: str, **options: Any) -> DocumentWriter:
     Raises:
         ConfigError: unknown name (the message lists the known ones).
     """
-    _ensure_builtin()
-    try:
-        factory = _WRITERS[name]
-    except KeyError:
-        raise ConfigError(
-            f"unknown document writer {name!r}; known writers: {', '.join(writer_names())}"
-        ) from None
-    return factory(**options)
-
-
-def _ensure_builtin() -> None:
-    from builder.documents import templates  # noqa: F401
+    return WRITERS.get(name)(**options)
 
 
 # ---- the llm provider ---------------------------------------------------------------------
@@ -267,11 +257,6 @@ class LlmWriter:
         except WriterReplyError as exc:
             raise WriterReplyError(str(exc), raw) from None
         return SectionReply(section=section, alignments=alignments, raw=raw)
-
-
-@register_writer("llm")
-def _llm_factory(**options: Any) -> DocumentWriter:
-    return LlmWriter(**options)
 
 
 def format_feedback(errors: Sequence[str], limit: int = 30) -> str:

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from typing import Protocol
 
 from builder.tables import Row, TableData, TableSchema
-from dataspace.errors import ConfigError
+from dataspace.registry import Registry
 
 logger = logging.getLogger(__name__)
 
@@ -70,12 +70,21 @@ class Renderer(Protocol):
         ...
 
 
-_RENDERERS: dict[str, Renderer] = {}
+RENDERERS: Registry[Renderer] = Registry(
+    "renderer",
+    {
+        "csv": "builder.render.csv_renderer:CSV",
+        "json": "builder.render.json_renderer:JSON",
+        "markdown": "builder.render.markdown:MARKDOWN",
+        "pdf": "builder.render.pdf:PDF",
+        "sqlite": "builder.render.sqlite_renderer:SQLITE",
+    },
+)
 
 
 def register_renderer(renderer: Renderer) -> Renderer:
     """Register a renderer under its name."""
-    _RENDERERS[renderer.name] = renderer
+    RENDERERS.register(renderer.name, renderer)
     return renderer
 
 
@@ -85,29 +94,12 @@ def get_renderer(name: str) -> Renderer:
     Raises:
         ConfigError: unknown name (the message lists the known ones).
     """
-    _ensure_builtin()
-    try:
-        return _RENDERERS[name]
-    except KeyError:
-        raise ConfigError(
-            f"unknown renderer {name!r}; known renderers: {', '.join(renderer_names())}"
-        ) from None
+    return RENDERERS.get(name)
 
 
 def renderer_names() -> list[str]:
-    """Names of the registered renderers, sorted."""
-    _ensure_builtin()
-    return sorted(_RENDERERS)
-
-
-def _ensure_builtin() -> None:
-    from builder.render import (  # noqa: F401
-        csv_renderer,
-        json_renderer,
-        markdown,
-        pdf,
-        sqlite_renderer,
-    )
+    """Names of the known renderers, sorted."""
+    return RENDERERS.names()
 
 
 _UNSAFE = re.compile(r"[^\w.\-]+")
@@ -126,6 +118,7 @@ def safe_stem(name: str) -> str:
 
 
 __all__ = [
+    "RENDERERS",
     "ReadBack",
     "Rendered",
     "Renderer",

@@ -104,6 +104,6 @@ class CsvRenderer:
         return out
 
 
-register_renderer(CsvRenderer())
+CSV = register_renderer(CsvRenderer())
 
 __all__ = ["CsvRenderer", "format_cell", "parse_cell", "write_csv"]

@@ -72,6 +72,6 @@ class JsonRenderer:
         return out
 
 
-register_renderer(JsonRenderer())
+JSON = register_renderer(JsonRenderer())
 
 __all__ = ["JsonRenderer", "records_json"]

@@ -116,6 +116,6 @@ class MarkdownRenderer(DocumentRenderer):
     fmt = "markdown"
 
 
-register_renderer(MarkdownRenderer())
+MARKDOWN = register_renderer(MarkdownRenderer())
 
 __all__ = ["DocumentRejected", "DocumentRendered", "DocumentRenderer", "MarkdownRenderer"]

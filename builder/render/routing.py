@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from builder.render.base import Renderer, get_renderer, safe_stem
 from builder.render.sqlite_renderer import SHARED
 from builder.tables import TableData, compare_rows
+from dataspace.errors import Rejected
 
 logger = logging.getLogger(__name__)
 
@@ -27,8 +28,10 @@ logger = logging.getLogger(__name__)
 _RENDER_ERRORS = (ValueError, UnicodeError, OverflowError, csv.Error, sqlite3.Error)
 
 
-class RenderFailure(Exception):
+class RenderFailure(Rejected):
     """No renderer could represent a table; carries a one-line reason."""
+
+    stage_name = "render"
 
 
 @dataclass(frozen=True, kw_only=True)

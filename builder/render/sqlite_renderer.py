@@ -89,6 +89,6 @@ class SqliteRenderer:
         return out
 
 
-register_renderer(SqliteRenderer())
+SQLITE = register_renderer(SqliteRenderer())
 
 __all__ = ["SHARED", "SqliteRenderer", "deserialize", "serialize"]

@@ -14,6 +14,7 @@ Failures raise ``VideoRejected`` with a one-line reason.
 from __future__ import annotations
 
 import logging
+import random
 import sqlite3
 import time
 from collections.abc import Mapping, Sequence
@@ -36,14 +37,17 @@ from builder.video.strategies import (
     leaks,
     predicate_abstraction,
 )
+from dataspace.errors import Rejected
 
 logger = logging.getLogger(__name__)
 
 VIDEO_FILE = "briefing.mp4"
 
 
-class VideoRejected(ValueError):
+class VideoRejected(Rejected, ValueError):
     """No valid video for this task; carries a one-line reason."""
+
+    stage_name = "video"
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -53,7 +57,11 @@ class VideoOptions:
     Attributes:
         width, height, fps: frame size and rate (all frames RGB24 of this size).
         scene_seconds: the base planned length of a scene.
-        target_seconds: stretch the scenes to about this total (0: as planned).
+        target_seconds: stretch the scenes to about this total (0: as planned). The
+            default is the paper's median video length (103.8 s, Table 2).
+        target_spread: each video's target is drawn (seeded per task) from
+            ``target_seconds × [1 - spread, 1 + spread]`` (the paper's videos span
+            39.1–158.3 s).
         fade_seconds: the fade-in at the start of each scene.
         narration: synthesize speech (else a silent track).
         planner: ``deterministic`` or ``llm``.
@@ -65,7 +73,8 @@ class VideoOptions:
     height: int = 360
     fps: int = 8
     scene_seconds: float = 2.0
-    target_seconds: float = 0.0
+    target_seconds: float = 104.0
+    target_spread: float = 0.5
     fade_seconds: float = 0.25
     narration: bool = True
     planner: str = "deterministic"
@@ -156,6 +165,7 @@ def plan_evidence(
     rows: Sequence[Sequence[Any]],
     language: str,
     seed: int,
+    question_language: str | None = None,
 ) -> EvidencePlan:
     """Apply one strategy.
 
@@ -166,7 +176,12 @@ def plan_evidence(
 
     if strategy == "predicate_abstraction":
         return predicate_abstraction(
-            atoms, question=question, conn=conn, language=language, seed=seed
+            atoms,
+            question=question,
+            conn=conn,
+            language=language,
+            seed=seed,
+            question_language=question_language,
         )
     if strategy == "answer_evidence":
         return answer_evidence(
@@ -180,6 +195,7 @@ def plan_evidence(
             schema=schema_of(conn),
             language=language,
             seed=seed,
+            question_language=question_language,
         )
     raise ValueError(f"unknown video strategy {strategy!r}; known: {list(STRATEGIES)}")
 
@@ -216,6 +232,7 @@ def build_video(
     language: str = "en",
     seed: int = 0,
     options: VideoOptions | None = None,
+    question_language: str | None = None,
 ) -> VideoArtifacts:
     """Make a task's video and integrate it into the task.
 
@@ -226,8 +243,10 @@ def build_video(
         question: the task question.
         strategy: ``predicate_abstraction`` or ``answer_evidence``.
         planner: a storyboard planner or its name (default: ``options.planner``).
-        language: the video's language (``en`` or ``zh``).
+        language: the video's language (``en`` or ``zh``): the workspace's.
         seed: variation seed.
+        question_language: the question's language (slots and notes are written in it;
+            default: ``language``).
         options: sizes, timing, narration.
 
     Raises:
@@ -254,6 +273,7 @@ def build_video(
             rows=rows,
             language=language,
             seed=seed,
+            question_language=question_language,
         )
     except StrategyRejected as exc:
         raise VideoRejected(f"{strategy}: {exc}") from None
@@ -269,7 +289,9 @@ def build_video(
     seconds["plan"] = time.perf_counter() - t0
     t1 = time.perf_counter()
     if opts.target_seconds > 0 and board.duration > 0:
-        scale = opts.target_seconds / board.duration
+        u = random.Random(f"video-length:{seed}").random()
+        target = opts.target_seconds * (1 + opts.target_spread * (2 * u - 1))
+        scale = target / board.duration
     else:
         scale = 1.0
     canvases = []

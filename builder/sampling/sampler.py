@@ -36,12 +36,15 @@ from builder.sampling.safeguards import (
     predicate_sql,
 )
 from builder.transform.schema import ForeignKey, Schema, quote_ident
+from dataspace.errors import Rejected
 
 logger = logging.getLogger(__name__)
 
 
-class SamplingError(ValueError):
+class SamplingError(Rejected, ValueError):
     """A sampling failure with a one-line reason; ``retry`` when another seed may help."""
+
+    stage_name = "sample"
 
     def __init__(self, reason: str, *, retry: bool) -> None:
         super().__init__(reason)

@@ -19,6 +19,7 @@ from typing import Any
 
 from builder.sampling.policy import SamplingPolicy
 from builder.sampling.sample import sample
+from builder.taskdb import TaskDatabase, register_task_db_step
 
 logger = logging.getLogger(__name__)
 
@@ -27,7 +28,6 @@ DEFAULT_STEP = "sample"
 
 def sampling_step(policy: SamplingPolicy) -> Any:
     """A task database step that samples with ``policy`` (seeded by the task seed)."""
-    from builder.taskdb import TaskDatabase
 
     def step(item: Any, *, seed: int) -> Any:
         pol = dataclasses.replace(policy, seed=seed)
@@ -56,13 +56,12 @@ def step_name(policy: SamplingPolicy | None) -> str:
 
 def register_sampling_step(policy: SamplingPolicy | None = None) -> str:
     """Register the sampling step for ``policy`` and return its name."""
-    from builder.taskdb import register_task_db_step
-
     name = step_name(policy)
     register_task_db_step(name)(sampling_step(policy or SamplingPolicy()))
     return name
 
 
-register_sampling_step()
+default_step = sampling_step(SamplingPolicy())
+register_task_db_step(DEFAULT_STEP)(default_step)
 
-__all__ = ["DEFAULT_STEP", "register_sampling_step", "sampling_step", "step_name"]
+__all__ = ["DEFAULT_STEP", "default_step", "register_sampling_step", "sampling_step", "step_name"]

@@ -18,7 +18,8 @@ from pathlib import Path
 from typing import Any
 
 from builder.dialect import DialectOptions, normalize_sql
-from dataspace.errors import ConfigError, SourceError
+from dataspace.errors import SourceError
+from dataspace.registry import Registry
 
 logger = logging.getLogger(__name__)
 
@@ -98,23 +99,26 @@ class LoadedSource(list[SourceItem]):
 
 
 Loader = Callable[..., LoadedSource]
-_LOADERS: dict[str, Loader] = {}
+LOADERS: Registry[Loader] = Registry(
+    "source kind",
+    {
+        "bull": "builder.sources.bull:load_bull",
+        "bundled": "builder.sources.bundled:load_bundled",
+        "ehrsql": "builder.sources.ehrsql:load_ehrsql",
+        "ehrsql-jsonl": "builder.sources.ehrsql:load_ehrsql_jsonl",
+        "ehrsql2024": "builder.sources.ehrsql:load_ehrsql2024",
+    },
+)
 
 
 def register_loader(kind: str) -> Callable[[Loader], Loader]:
     """Register a loader function under ``kind``."""
-
-    def deco(fn: Loader) -> Loader:
-        _LOADERS[kind] = fn
-        return fn
-
-    return deco
+    return LOADERS.register(kind)
 
 
 def loader_kinds() -> list[str]:
-    """The registered loader kinds, sorted."""
-    _ensure_builtin()
-    return sorted(_LOADERS)
+    """The known loader kinds, sorted."""
+    return LOADERS.names()
 
 
 def load_source(kind: str, path: Path | str, **options: Any) -> LoadedSource:
@@ -132,13 +136,7 @@ def load_source(kind: str, path: Path | str, **options: Any) -> LoadedSource:
         ConfigError: unknown kind.
         SourceError: the source files or a database cannot be read.
     """
-    _ensure_builtin()
-    try:
-        fn = _LOADERS[kind]
-    except KeyError:
-        raise ConfigError(
-            f"unknown source kind {kind!r}; known kinds: {', '.join(sorted(_LOADERS))}"
-        ) from None
+    fn = LOADERS.get(kind)
     started = time.perf_counter()
     loaded = fn(path, **options)
     loaded.load_seconds = time.perf_counter() - started
@@ -150,11 +148,6 @@ def load_source(kind: str, path: Path | str, **options: Any) -> LoadedSource:
         len(loaded.rejections),
     )
     return loaded
-
-
-def _ensure_builtin() -> None:
-    # Importing the modules registers their loaders.
-    from builder.sources import bull, bundled, ehrsql  # noqa: F401
 
 
 # ---- helpers shared by loaders ----------------------------------------------------------

@@ -129,6 +129,7 @@ def load_bull(
     corpus: str = "bull",
     question_language: str | None = None,
     db_language: str | None = None,
+    aligned: Path | str | None = None,
 ) -> LoadedSource:
     """Load a BULL-style corpus.
 
@@ -141,6 +142,9 @@ def load_bull(
         corpus: the corpus name recorded on each item.
         question_language: language of the questions (default: detected per question).
         db_language: language of the database values (default: detected per database).
+        aligned: the same corpus's items in the other question language (BULL-cn for
+            BULL-en and back), matched by ``q_id``: an item whose question is needed in that
+            language takes it from there instead of translating it.
     """
     path = Path(path)
     items_file = path if path.is_file() else path / items
@@ -156,6 +160,7 @@ def load_bull(
     if not isinstance(data, list):
         raise SourceError(items_file, "expected a JSON list of items")
     dbs = _db_dir(folder, db_dir)
+    other = _aligned_questions(Path(aligned) if aligned is not None else None, folder)
     db_langs: dict[str, str] = {}
     out = LoadedSource()
     for n, raw in enumerate(data):
@@ -188,6 +193,7 @@ def load_bull(
                         "sql_original": raw["sql_query"],
                         "dialect_fixes": list(fixes),
                         "db_info": str(info_path),
+                        **({"questions": other[item_id]} if item_id in other else {}),
                     },
                 )
             )
@@ -195,6 +201,29 @@ def load_bull(
             out.rejections.append(
                 Rejection(corpus=corpus, id=item_id, stage="load", reason=one_line(str(exc)))
             )
+    return out
+
+
+def _aligned_questions(path: Path | None, folder: Path) -> dict[str, dict[str, str]]:
+    """``{q_id: {language: question}}`` of an aligned items file (empty without one)."""
+    if path is None:
+        return {}
+    if not path.is_absolute():
+        path = folder / path
+    try:
+        data = json.loads(path.read_text(encoding="utf-8-sig"))
+    except FileNotFoundError:
+        raise SourceError(path, "aligned items file is missing") from None
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise SourceError(path, f"cannot read: {exc}") from None
+    if not isinstance(data, list):
+        raise SourceError(path, "expected a JSON list of items")
+    out: dict[str, dict[str, str]] = {}
+    for raw in data:
+        if isinstance(raw, dict) and isinstance(raw.get("q_id"), str | int):
+            q = str(raw.get("question") or "").strip()
+            if q:
+                out[str(raw["q_id"])] = {detect_language(q): q}
     return out
 
 

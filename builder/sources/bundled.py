@@ -145,10 +145,22 @@ def load_bundled(
         "dialect": dialect,
         "corpus": key,
     }
-    english = load_bull(corpus.folder, items="items_en.json", question_language="en", **common)
+    english = load_bull(
+        corpus.folder,
+        items="items_en.json",
+        question_language="en",
+        aligned="items_cn.json",
+        **common,
+    )
     if question_language == "en":
         return english
-    chinese = load_bull(corpus.folder, items="items_cn.json", question_language="zh", **common)
+    chinese = load_bull(
+        corpus.folder,
+        items="items_cn.json",
+        question_language="zh",
+        aligned="items_en.json",
+        **common,
+    )
     if question_language == "zh":
         return chinese
     by_id = {item.id: item for item in chinese}

@@ -41,14 +41,17 @@ from builder.translate.base import (
     items_validator,
     targets_by_id,
 )
+from dataspace.errors import Rejected
 
 logger = logging.getLogger(__name__)
 
 CODE_VERSION = "clt-1"
 
 
-class DatabaseTranslationError(Exception):
+class DatabaseTranslationError(Rejected):
     """The database could not be translated (map gate, translator or migration)."""
+
+    stage_name = "transform"
 
 
 @dataclass(frozen=True, kw_only=True)

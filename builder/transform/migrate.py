@@ -33,6 +33,7 @@ from builder.dialect import Token, tokenize
 from builder.transform.mapping import ReplacementMap
 from builder.transform.schema import Schema, Table, quote_ident, read_schema
 from builder.transform.sqlrewrite import rewrite_sql
+from dataspace.errors import Rejected
 
 logger = logging.getLogger(__name__)
 
@@ -41,8 +42,10 @@ _PLURAL = {"index": "indexes", "view": "views", "trigger": "triggers"}
 _TABLE_CONSTRAINTS = {"CONSTRAINT", "PRIMARY", "UNIQUE", "CHECK", "FOREIGN"}
 
 
-class MigrationError(Exception):
+class MigrationError(Rejected):
     """The migration was rolled back; the message says why in one line."""
+
+    stage_name = "transform"
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -129,4 +129,51 @@ def untranslated_share(
     return (latin if target_language == "zh" else cjk) / total
 
 
-__all__ = ["GlossaryEntry", "mentions", "numbers", "question_problems", "untranslated_share"]
+_PLACEHOLDER = re.compile(r"\x00|\{\w+\}|\[\w+\]")
+_IDENTIFIER = re.compile(r"[A-Za-z_]*\d[A-Za-z0-9_.\-/]*|[A-Za-z0-9]+_[A-Za-z0-9_]+")
+
+
+def fluency_problems(question: str, language: str, protected: Sequence[str]) -> list[str]:
+    """Why a question does not read as ``language`` (empty when it does).
+
+    A Chinese question may keep English only inside protected terms (database values,
+    entity and schema names) and identifiers (codes with digits, snake_case names); an
+    English question may keep Chinese only inside protected terms. An internal
+    placeholder (a NUL-delimited mark, ``{slot}``, ``[slot]``) is never acceptable.
+
+    >>> fluency_problems("患者10001今年是否被开具过“aspirin”？", "zh", ["aspirin"])
+    []
+    >>> fluency_problems("多少患者left医院去年？", "zh", [])
+    ["the Chinese question keeps English words: 'left'"]
+    >>> fluency_problems(chr(0) + "0" + chr(0) + "的全称是什么？", "zh", [])[0][:34]
+    'the question leaks an internal pla'
+    """
+    errors: list[str] = []
+    leak = _PLACEHOLDER.search(question)
+    if leak:
+        errors.append(f"the question leaks an internal placeholder: {leak.group()!r}")
+    text = question
+    for term in sorted({t for t in protected if t.strip()}, key=len, reverse=True):
+        text = re.sub(re.escape(term), " ", text, flags=re.I)
+    if language == "zh":
+        text = _IDENTIFIER.sub(" ", text)
+        words = re.findall(r"[A-Za-z]{2,}", text)
+        if words:
+            shown = ", ".join(repr(w) for w in dict.fromkeys(words))
+            errors.append(f"the Chinese question keeps English words: {shown}")
+    elif language == "en":
+        chars = re.findall(r"[\u3400-\u9fff]+", text)
+        if chars:
+            shown = ", ".join(repr(w) for w in dict.fromkeys(chars))
+            errors.append(f"the English question keeps Chinese words: {shown}")
+    return errors
+
+
+__all__ = [
+    "GlossaryEntry",
+    "fluency_problems",
+    "mentions",
+    "numbers",
+    "question_problems",
+    "untranslated_share",
+]

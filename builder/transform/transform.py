@@ -24,6 +24,7 @@ import dataclasses
 import logging
 import sqlite3
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -42,6 +43,7 @@ from builder.transform.gates import (
 from builder.transform.mapping import ReplacementMap, identity_map
 from builder.transform.question import (
     GlossaryEntry,
+    fluency_problems,
     question_problems,
     untranslated_share,
 )
@@ -118,6 +120,8 @@ def transform(
     options: TransformOptions | None = None,
     item_id: str = "item",
     domain: str = "",
+    questions: Mapping[str, str] | None = None,
+    template: Mapping[str, Any] | None = None,
 ) -> TransformResult:
     """Transform one item into the target languages.
 
@@ -133,6 +137,10 @@ def transform(
         options: stage options.
         item_id: the item id used in errors.
         domain: a domain hint for the translator.
+        questions: the source's own questions in other languages (``{"zh": ...}``); one
+            in the target language is used as it is.
+        template: ``{"q_tag", "value"}`` of a template-generated source question; when a
+            translated template exists, the question is rendered from it.
 
     Raises:
         BuildError: stage ``transform`` with a one-line reason.
@@ -232,10 +240,18 @@ def transform(
         "source": question,
         "focused_glossary": [e.to_json() for e in focused],
     }
+    rendered, how = _question_from_source(
+        questions, template, sql, question_language, source_question_language, focused
+    )
     if question_language == source_question_language:
         question_c = question
         q_ledger.update({"translated": False})
+    elif rendered is not None:
+        question_c = rendered
+        q_ledger.update({"translated": True, "method": how})
     else:
+        if how:
+            q_ledger["template_miss"] = how
         request = TranslationRequest(
             kind="question",
             source_language=source_question_language,
@@ -264,6 +280,7 @@ def transform(
         q_ledger.update(
             {
                 "translated": True,
+                "method": "translator",
                 "attempts": ans.attempts,
                 "used_mapping_ids": ans.reply.get("used_mapping_ids", []),
                 "unknown": ans.unknown,
@@ -272,6 +289,11 @@ def transform(
                 ),
             }
         )
+    fluency = fluency_problems(
+        question_c, question_language, _protected_terms(focused, f"{sql} {sql_c}")
+    )
+    if fluency:
+        raise BuildError(item_id, "fluency", "; ".join(fluency))
     timings["question_s"] = time.perf_counter() - t
 
     # 6. judge
@@ -335,6 +357,57 @@ def transform(
         db_language=db_language,
         ledger=ledger,
     )
+
+
+def _question_from_source(
+    questions: Mapping[str, str] | None,
+    template: Mapping[str, Any] | None,
+    sql: str,
+    target: str,
+    source: str,
+    focused: list[GlossaryEntry],
+) -> tuple[str | None, str]:
+    """A target-language question the source itself provides, and how it was obtained.
+
+    Returns ``(question, "aligned" | "template")``, or ``(None, reason)`` when the source
+    has none (the reason is empty when there is nothing to try).
+    """
+    if target == source:
+        return None, ""
+    own = (questions or {}).get(target)
+    if own:
+        return own.strip(), "aligned"
+    if not template or not template.get("q_tag"):
+        return None, ""
+    from builder.translate.glossary import norm
+    from builder.translate.templates import TemplateMiss, render_question
+
+    targets = {norm(e.source, source): e.target for e in focused if e.kind == "value"}
+    try:
+        text = render_question(
+            str(template["q_tag"]),
+            dict(template.get("value") or {}),
+            sql,
+            target_of=lambda v: targets.get(norm(v, source), v),
+            language=target,
+        )
+    except TemplateMiss as exc:
+        return None, str(exc)
+    return text, "template"
+
+
+def _protected_terms(focused: list[GlossaryEntry], sql: str) -> list[str]:
+    """Words a question may keep in another language: entity names and SQL literals."""
+    import re
+
+    terms = [e.target for e in focused] + [e.source for e in focused]
+    terms += [t.split(".")[-1] for t in terms if "." in t]
+    terms += re.findall(r"'((?:[^']|'')*)'", sql)
+    # Schema identifiers the SQL names: qualified columns and the tables it reads.
+    for table, column in re.findall(r"\b(\w+)\.(\w+)\b", sql):
+        terms += [table, column]
+    terms += re.findall(r"\b(?:from|join)\s+\"?(\w+)", sql, flags=re.I)
+    return [t for t in terms if t]
 
 
 def _result_shape(

@@ -27,7 +27,8 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any, Protocol, runtime_checkable
 
-from dataspace.errors import ConfigError
+from dataspace.errors import ConfigError, Rejected
+from dataspace.registry import Registry
 
 logger = logging.getLogger(__name__)
 
@@ -57,8 +58,10 @@ class ReplyError(Exception):
     """A reply that is not even well-formed JSON of the right shape (counts as an attempt)."""
 
 
-class TranslationError(Exception):
+class TranslationError(Rejected):
     """No valid reply within the attempt budget; ``errors`` are the last validator errors."""
+
+    stage_name = "transform"
 
     def __init__(self, message: str, errors: list[str]) -> None:
         super().__init__(message)
@@ -190,26 +193,26 @@ def targets_by_id(reply: Mapping[str, Any]) -> dict[str, str]:
 
 # ---- registry --------------------------------------------------------------------------
 
-_FACTORIES: dict[str, Callable[..., Translator]] = {}
-_HINTS = {"llm": "needs the openai package (pip install openai)"}
+TRANSLATORS: Registry[Callable[..., Translator]] = Registry(
+    "translator",
+    {
+        "glossary": "builder.translate.glossary:GlossaryTranslator",
+        "llm": "builder.translate.llm:LLMTranslator",
+    },
+    hints={"llm": "needs the openai package (pip install openai)"},
+)
 
 
 def register_translator(
     name: str,
 ) -> Callable[[Callable[..., Translator]], Callable[..., Translator]]:
     """Register a translator factory under ``name``."""
-
-    def deco(factory: Callable[..., Translator]) -> Callable[..., Translator]:
-        _FACTORIES[name] = factory
-        return factory
-
-    return deco
+    return TRANSLATORS.register(name)
 
 
 def translator_names() -> list[str]:
-    """The registered provider names."""
-    _ensure_builtin()
-    return sorted(_FACTORIES)
+    """The known provider names."""
+    return TRANSLATORS.names()
 
 
 def get_translator(name: str, **options: Any) -> Translator:
@@ -218,24 +221,16 @@ def get_translator(name: str, **options: Any) -> Translator:
     Raises:
         ConfigError: unknown name (listing the known ones) or bad options.
     """
-    _ensure_builtin()
-    try:
-        factory = _FACTORIES[name]
-    except KeyError:
-        known = ", ".join(f"{n} ({_HINTS[n]})" if n in _HINTS else n for n in sorted(_FACTORIES))
-        raise ConfigError(f"unknown translator {name!r}; known translators: {known}") from None
+    factory = TRANSLATORS.get(name)
     try:
         return factory(**options)
     except TypeError as exc:
         raise ConfigError(f"translator {name!r}: bad options ({exc})") from None
 
 
-def _ensure_builtin() -> None:
-    from builder.translate import glossary, llm  # noqa: F401  (registers the providers)
-
-
 __all__ = [
     "KINDS",
+    "TRANSLATORS",
     "Answer",
     "ReplyError",
     "TranslationError",

@@ -39,6 +39,7 @@ _SECTIONS = ("tables", "columns", "values", "phrases")
 _SLOT = re.compile(r"\{(\w+)\}")
 _CJK = re.compile(r"[\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff]")
 _ZH_DATE = re.compile(r"(\d{4})年(?:(\d{1,2})月(?:(\d{1,2})[日号])?)?")
+_MARK = re.compile(r"\x00(\d+)\x00")
 _PROTECT = re.compile(
     r"\x00\d+\x00"  # focused-glossary entities already translated
     r"|'[^']*'|\"[^\"]*\"|“[^”]*”|‘[^’]*’"  # quoted literals
@@ -201,17 +202,42 @@ def translate_text(
     >>> out, unknown
     ('多少基金费用超过2.5？', [])
     """
-    for pattern_, target in templates:
-        m = pattern_.match(text)
-        if m is not None:
-            return _fill_template(m, target, src, tgt, pairs, priority)
-    # Entities of the focused glossary go first, over the whole text, so that no number or
-    # phrase rule can split them ("calculated total CO2").
+    # Entities of the focused glossary are protected first, over the whole text, so that
+    # neither a sentence template nor a number or phrase rule can split one ("calculated
+    # total CO2", "tincture of opium").
     marks: list[str] = []
     used: list[str] = []
     prio = {norm(k, src): v for k, v in (priority or {}).items() if norm(k, src)}
     if prio:
         text = _compile(prio, src).sub(lambda m: _mark(m, prio, src, marks, used), text)
+    for pattern_, target in templates:
+        m = pattern_.match(text)
+        if m is not None:
+            filled: dict[str, str] = {}
+            unknown: list[str] = []
+            for slot, value in m.groupdict().items():
+                out, slot_unknown = _translate_marked(value, src, tgt, pairs, marks, used)
+                filled[slot] = out
+                unknown += slot_unknown
+            out = _SLOT.sub(lambda s, f=filled: f.get(s.group(1), ""), target)  # type: ignore[misc]
+            return out, used, unknown
+    out, unknown = _translate_marked(text, src, tgt, pairs, marks, used)
+    return out, used, unknown
+
+
+def _restore(text: str, marks: Sequence[str]) -> str:
+    """Put the protected entities back into a piece of text."""
+    return _MARK.sub(lambda m: marks[int(m.group(1))], text)
+
+
+def _translate_marked(
+    text: str,
+    src: str,
+    tgt: str,
+    pairs: Mapping[str, str],
+    marks: Sequence[str],
+    used: list[str],
+) -> tuple[str, list[str]]:
     pattern = _compile(pairs, src) if pairs else None
     table = {k: (v, False) for k, v in pairs.items()}
     pieces: list[tuple[str, bool]] = []  # (text, is_target_language)
@@ -220,33 +246,13 @@ def translate_text(
     for m in _PROTECT.finditer(text):
         _scan(text[pos : m.start()], src, tgt, pattern, table, pieces, used, unknown)
         kept = m.group()
-        if kept.startswith("\x00"):
-            kept = marks[int(kept[1:-1])]
-        elif tgt == "en" and (date := _ZH_DATE.fullmatch(kept)) is not None:
+        if tgt == "en" and (date := _ZH_DATE.fullmatch(kept)) is not None:
             kept = "-".join(f"{int(g):02d}" if i else g for i, g in enumerate(date.groups()) if g)
-        pieces.append((kept, True))
+        # A quoted literal may hold a protected entity: restore it inside the quotes too.
+        pieces.append((_restore(kept, marks), True))
         pos = m.end()
     _scan(text[pos:], src, tgt, pattern, table, pieces, used, unknown)
-    return _assemble(pieces, tgt), used, unknown
-
-
-def _fill_template(
-    m: re.Match[str],
-    target: str,
-    src: str,
-    tgt: str,
-    pairs: Mapping[str, str],
-    priority: Mapping[str, str] | None,
-) -> tuple[str, list[str], list[str]]:
-    filled: dict[str, str] = {}
-    used: list[str] = []
-    unknown: list[str] = []
-    for slot, value in m.groupdict().items():
-        out, slot_used, slot_unknown = translate_text(value, src, tgt, pairs, priority)
-        filled[slot] = out
-        used += slot_used
-        unknown += slot_unknown
-    return _SLOT.sub(lambda s: filled.get(s.group(1), ""), target), used, unknown
+    return _assemble(pieces, tgt), unknown
 
 
 def _compile(keys: Mapping[str, Any], src: str) -> re.Pattern[str]:

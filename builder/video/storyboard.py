@@ -24,7 +24,7 @@ from typing import Any, Protocol
 from builder.documents.plan import column_label
 from builder.video.atoms import PredicateAtom, display
 from builder.video.strategies import EvidencePlan, SupportRecord
-from dataspace.errors import ConfigError
+from dataspace.errors import ConfigError, Rejected
 
 logger = logging.getLogger(__name__)
 
@@ -32,8 +32,10 @@ COMPONENTS = ("title", "card", "table", "bar_chart", "line_chart", "config_panel
 OPERATOR_TEXT = {"=": "=", "!=": "≠", ">": ">", ">=": "≥", "<": "<", "<=": "≤", "year": "="}
 
 
-class StoryboardRejected(ValueError):
+class StoryboardRejected(Rejected, ValueError):
     """No valid storyboard could be made; carries a one-line reason."""
+
+    stage_name = "video"
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -240,13 +242,9 @@ def component_for(
                     )
                 rows.append(cells)
             return {"type": "table", "title": title, "columns": head, "rows": rows}
-        numeric = [
-            i
-            for i, c in enumerate(columns)
-            if all(isinstance(r.values[i], int | float) for r in recs)
-        ]
+        numeric = [i for i, c in enumerate(columns) if is_measure(c, [r.values[i] for r in recs])]
         if not numeric:
-            raise StoryboardRejected(f"a {kind} needs a numeric column")
+            raise StoryboardRejected(f"a {kind} needs a measure column (identifiers are not)")
         i = numeric[-1]
         return {
             "type": kind,
@@ -259,6 +257,27 @@ def component_for(
             ],
         }
     raise StoryboardRejected(f"unknown component {kind!r}; known: {list(COMPONENTS)}")
+
+
+_IDENTIFIER_NAME = re.compile(
+    r"(^|_)(id|code|no|num|key)$|id$|code$|编号|代码|编码|序号|标识|ID$|号$", re.I
+)
+
+
+def is_measure(column: str, values: Sequence[Any]) -> bool:
+    """Whether a column holds a measure a chart may plot (numbers that are not identifiers).
+
+    >>> is_measure("valuenum", [1.5, 3]), is_measure("itemid", [50912, 51006])
+    (True, False)
+    >>> is_measure("患者编号", [10006, 10011]), is_measure("cost", [3, 12])
+    (False, True)
+    """
+    present = [v for v in values if v is not None]
+    if not present or not all(
+        isinstance(v, int | float) and not isinstance(v, bool) for v in present
+    ):
+        return False
+    return not _IDENTIFIER_NAME.search(column)
 
 
 def _record_name(rec: SupportRecord) -> str:

@@ -28,8 +28,10 @@ from typing import Any, TypeVar
 from builder.documents.plan import column_label
 from builder.tables import quote_ident
 from builder.video.atoms import AnswerAtom, AtomSet, PredicateAtom, display, question_span
+from dataspace.errors import Rejected
 
 _Comparable = TypeVar("_Comparable", float, str)
+
 
 logger = logging.getLogger(__name__)
 
@@ -88,8 +90,10 @@ _BEFORE_ZH = (
 _AFTER_ZH = ("及以上", "及以下", "以上", "以下", "之后", "之前", "%")
 
 
-class StrategyRejected(ValueError):
+class StrategyRejected(Rejected, ValueError):
     """A task does not fit a video strategy; carries a one-line reason."""
+
+    stage_name = "video"
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -193,8 +197,12 @@ def slot_text(atom: PredicateAtom, language: str) -> str:
     ...                   literal="60", span=(0, 2), display="60")
     >>> slot_text(a, "en")
     '[the age condition configured in the video]'
+    >>> slot_text(a, "zh")
+    '【视频中配置的“AGE”条件】'
     """
     label = column_label(atom.column, language)
+    if language == "en" and re.search(r"[\u3400-\u9fff]", label):
+        label = "value"  # a Chinese column name has no place in an English question
     if language == "zh":
         if atom.operator == "year":
             return "【视频时间窗口中的年份】"
@@ -319,6 +327,7 @@ def predicate_abstraction(
     language: str,
     seed: int,
     max_atoms: int = 2,
+    question_language: str | None = None,
 ) -> EvidencePlan:
     """Move up to ``max_atoms`` stated conditions into the video.
 
@@ -334,7 +343,8 @@ def predicate_abstraction(
         raise StrategyRejected("no stable condition is stated in the question")
     chosen: list[PredicateAtom] = []
     spans: list[tuple[int, int]] = []
-    zh = language == "zh"
+    q_lang = question_language or language
+    zh = q_lang == "zh"
     for atom in candidates:
         assert atom.span is not None
         span = _expand(question, atom.span, zh, atom.operator)
@@ -346,7 +356,7 @@ def predicate_abstraction(
             break
     rewritten = question
     for atom, span in sorted(zip(chosen, spans, strict=True), key=lambda x: -x[1][0]):
-        rewritten = rewritten[: span[0]] + slot_text(atom, language) + rewritten[span[1] :]
+        rewritten = rewritten[: span[0]] + slot_text(atom, q_lang) + rewritten[span[1] :]
     for atom in chosen:
         if leaks(rewritten, atom):
             raise StrategyRejected(f"the rewritten question still states {atom.display!r}")
@@ -416,6 +426,7 @@ def answer_evidence(
     max_cells: int = 8,
     max_columns: int = 6,
     distractors: int = 3,
+    question_language: str | None = None,
 ) -> EvidencePlan:
     """Show the answer-bearing rows of one source table and withhold that table.
 
@@ -536,11 +547,23 @@ def answer_evidence(
             )
             for n, (rid, row) in enumerate(kept)
         ]
+        q_zh = (question_language or language) == "zh"
+        # The table is named only when its name is in the question's language.
+        named = bool(re.search(r"[\u3400-\u9fff]", table)) == q_zh
         note = (
-            f"（所需的{table}记录见视频简报，工作区中没有该表。）"
-            if language == "zh"
-            else f" (The {table} records this needs are shown in the video briefing; that "
-            "table is not in the workspace.)"
+            (
+                f"（所需的{table}记录见视频简报，工作区中没有该表。）"
+                if named
+                else "（所需的记录见视频简报，工作区中没有这张表。）"
+            )
+            if q_zh
+            else (
+                f" (The {table} records this needs are shown in the video briefing; that "
+                "table is not in the workspace.)"
+                if named
+                else " (The records this needs are shown in the video briefing; their table "
+                "is not in the workspace.)"
+            )
         )
         return EvidencePlan(
             strategy="answer_evidence",

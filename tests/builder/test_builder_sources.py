@@ -21,7 +21,7 @@ def test_all_kinds_registered():
 
 
 def test_unknown_kind_names_the_known_ones():
-    with pytest.raises(ConfigError, match=r"known kinds: .*ehrsql"):
+    with pytest.raises(ConfigError, match=r"known source kinds: .*ehrsql"):
         load_source("spider", "x")
 
 

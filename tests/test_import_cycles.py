@@ -1,0 +1,154 @@
+"""No import cycle inside ``builder``, ``dataspace`` or ``evaluator``.
+
+The graph is built statically (``ast``) from every module's explicit import statements,
+wherever they are: module level, ``try``/``if`` blocks and inside functions and methods
+(``if TYPE_CHECKING:`` blocks are left out: they never run). ``from pkg import sub`` is an
+edge to the submodule, ``from pkg import name`` an edge to ``pkg``; the implicit
+initialization of a parent package is not an edge.
+
+Function-level imports count: they keep ``import dataspace`` cheap, but two modules that
+import each other, even lazily, are one layer that pretends to be two, and the lazy import
+only moves the failure to the first call. Pluggable families therefore name their
+providers as ``"module:attr"`` strings in ``dataspace.registry.Registry`` instead of
+importing them.
+"""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+PACKAGES = ("builder", "dataspace", "evaluator")
+
+
+def _module_name(path: Path) -> str:
+    rel = path.relative_to(REPO).with_suffix("")
+    parts = list(rel.parts)
+    if parts[-1] == "__init__":
+        parts.pop()
+    return ".".join(parts)
+
+
+def _is_type_checking(test: ast.expr) -> bool:
+    return (isinstance(test, ast.Name) and test.id == "TYPE_CHECKING") or (
+        isinstance(test, ast.Attribute) and test.attr == "TYPE_CHECKING"
+    )
+
+
+def _imports(body: list[ast.stmt]) -> list[ast.Import | ast.ImportFrom]:
+    """Every import statement, at any depth, except under ``if TYPE_CHECKING:``."""
+    out: list[ast.Import | ast.ImportFrom] = []
+    for node in body:
+        if isinstance(node, ast.Import | ast.ImportFrom):
+            out.append(node)
+        elif isinstance(node, ast.If) and _is_type_checking(node.test):
+            out += _imports(node.orelse)
+        else:
+            for field in ("body", "orelse", "finalbody", "handlers"):
+                for child in getattr(node, field, []) or []:
+                    out += _imports([child] if isinstance(child, ast.stmt) else child.body)
+    return out
+
+
+def import_graph() -> dict[str, set[str]]:
+    """Module -> project modules it imports (anywhere in its code)."""
+    files = {
+        _module_name(p): p
+        for pkg in PACKAGES
+        for p in (REPO / pkg).rglob("*.py")
+        if "__pycache__" not in p.parts
+    }
+    graph: dict[str, set[str]] = {m: set() for m in files}
+
+    def resolve(name: str) -> str | None:
+        while name:
+            if name in files:
+                return name
+            name = name.rpartition(".")[0]
+        return None
+
+    for mod, path in files.items():
+        tree = ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
+        package = mod if path.name == "__init__.py" else mod.rpartition(".")[0]
+        for node in _imports(tree.body):
+            targets: list[str] = []
+            if isinstance(node, ast.Import):
+                targets = [a.name for a in node.names]
+            else:
+                base = node.module or ""
+                if node.level:
+                    anchor = package.split(".")
+                    anchor = anchor[: len(anchor) - (node.level - 1)]
+                    base = ".".join([*anchor, base] if base else anchor)
+                # ``from pkg import sub`` imports the submodule; ``from pkg import name``
+                # imports the package (or module) that defines the name.
+                targets = [
+                    f"{base}.{a.name}" if f"{base}.{a.name}" in files else base for a in node.names
+                ]
+            for t in targets:
+                hit = resolve(t)
+                if hit and hit != mod:
+                    graph[mod].add(hit)
+    return graph
+
+
+def cycles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """Strongly connected components with more than one module (Tarjan)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on: set[str] = set()
+    out: list[list[str]] = []
+    counter = [0]
+
+    def visit(v: str) -> None:
+        index[v] = low[v] = counter[0]
+        counter[0] += 1
+        stack.append(v)
+        on.add(v)
+        for w in sorted(graph[v]):
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in on:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            comp = []
+            while True:
+                w = stack.pop()
+                on.discard(w)
+                comp.append(w)
+                if w == v:
+                    break
+            if len(comp) > 1:
+                out.append(sorted(comp))
+
+    import sys
+
+    old = sys.getrecursionlimit()
+    sys.setrecursionlimit(max(old, 10_000))
+    try:
+        for v in sorted(graph):
+            if v not in index:
+                visit(v)
+    finally:
+        sys.setrecursionlimit(old)
+    return out
+
+
+def test_the_import_graph_sees_the_packages():
+    graph = import_graph()
+    assert "builder.pipeline" in graph and "dataspace.cli" in graph and "evaluator" in graph
+    assert "builder.sources.base" in graph["builder.pipeline"]
+
+
+def test_the_detector_finds_a_planted_cycle():
+    assert cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
+
+
+def test_no_import_cycle_in_the_packages():
+    found = cycles(import_graph())
+    assert not found, "import cycles (module-level imports):\n" + "\n".join(
+        " <-> ".join(c) for c in found
+    )
