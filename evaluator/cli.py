@@ -53,7 +53,9 @@ def _parser(prog: str | None) -> argparse.ArgumentParser:
     return parser
 
 
-def _explain(summary: dict[str, Any], prediction_root: Path, gold_root: Path, config_root: Path) -> None:
+def _explain(
+    summary: dict[str, Any], prediction_root: Path, gold_root: Path, config_root: Path
+) -> None:
     from evaluator.config import load_configs
     from evaluator.explain import explain_files
 

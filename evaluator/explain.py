@@ -197,7 +197,7 @@ def _near_miss(
     if spec.type == "number":
         if any(p.strip().endswith("%") for p in pred_raw) and not spec.allow_percent_sign:
             if fixed(lambda s: s.strip()[:-1] if s.strip().endswith("%") else s) or fixed(
-                lambda s: str(_decimal(s) / 100) if s.strip().endswith("%") else s
+                lambda s: _scaled(s, Decimal(100)) if s.strip().endswith("%") else s
             ):
                 return {
                     "kind": "percent",
@@ -208,15 +208,15 @@ def _near_miss(
                 "kind": "percent",
                 "detail": "the prediction writes a % sign, which this column does not accept",
             }
-        for factor, words in ((Decimal(100), "100 times"), (Decimal("0.01"), "a hundredth of")):
-            if fixed(lambda s, f=factor: str(_decimal(s) / f) if _decimal(s) is not None else s):
+        for factor, how in ((Decimal(100), "100 times"), (Decimal("0.01"), "a hundredth of")):
+            if fixed(lambda s, f=factor: _scaled(s, f)):
                 return {
                     "kind": "percent",
-                    "detail": f"the prediction's numbers are {words} the gold's "
+                    "detail": f"the prediction's numbers are {how} the gold's "
                     "(a percentage written as a fraction or the other way round)",
                 }
         pairs = _paired(gold_raw, pred_raw, ordered)
-        diffs = []
+        diffs: list[tuple[Decimal, Decimal]] = []
         for g, p in pairs:
             dg, dp = _decimal(g), _decimal(p)
             if dg is None or dp is None:
@@ -258,6 +258,12 @@ def _near_miss(
                 "dates (only midnight reads as a date)",
             }
     return None
+
+
+def _scaled(raw: str, factor: Decimal) -> str:
+    """``raw`` divided by ``factor`` (unchanged when it is not a number)."""
+    value = _decimal(raw)
+    return raw if value is None else str(value / factor)
 
 
 def _step(spec: ColumnSpec, gold: Sequence[Decimal]) -> Decimal | None:
@@ -318,11 +324,13 @@ def explain(
 
     Args:
         config: the task config.
-        gold_header, gold_rows: the gold table (raw strings).
-        prediction_header, prediction_rows: the prediction, or None when it is missing or
-            unreadable.
-        error_code, error: the official verdict's code and message when the prediction
-            could not be read; otherwise the verdict is computed here.
+        gold_header: the gold header.
+        gold_rows: the gold data rows (raw strings).
+        prediction_header: the prediction header, or None when it is missing or unreadable.
+        prediction_rows: the prediction data rows, or None likewise.
+        error_code: the official verdict's code when the prediction could not be read;
+            otherwise the verdict is computed here.
+        error: the official verdict's message in that case.
     """
     if prediction_header is not None and prediction_rows is not None:
         from evaluator.task import evaluate_rows
@@ -354,9 +362,14 @@ def explain(
         "prediction_preview": None,
     }
     summary: list[str] = out["summary"]
-    if prediction_header is None or prediction_rows is None or error_code in (
-        MISSING_PREDICTION,
-        INVALID_PREDICTION_CSV,
+    if (
+        prediction_header is None
+        or prediction_rows is None
+        or error_code
+        in (
+            MISSING_PREDICTION,
+            INVALID_PREDICTION_CSV,
+        )
     ):
         if error_code == MISSING_PREDICTION:
             summary.append("No prediction file was submitted, so nothing was compared.")
@@ -390,9 +403,7 @@ def explain(
     partner = _assign(scores, gw)
     used = {p for p in partner if p is not None}
     out["missing_columns"] = [
-        {"gold_index": j, "gold_name": specs[j].gold_name}
-        for j in range(gw)
-        if partner[j] is None
+        {"gold_index": j, "gold_name": specs[j].gold_name} for j in range(gw) if partner[j] is None
     ]
     out["extra_columns"] = [
         {"prediction_index": p, "prediction_name": _clip(prediction_header[p])}
@@ -401,23 +412,23 @@ def explain(
     ]
     same_rows = len(gold_rows) == len(prediction_rows)
     for j, spec in enumerate(specs):
-        p = partner[j]
+        pj = partner[j]
         entry: dict[str, Any] = {
             "gold_index": j,
             "gold_name": spec.gold_name,
             "type": _type_name(spec),
-            "prediction_index": p,
-            "prediction_name": None if p is None else _clip(prediction_header[p]),
+            "prediction_index": pj,
+            "prediction_name": None if pj is None else _clip(prediction_header[pj]),
             "status": "no_partner",
             "reason": None,
             "detail": None,
         }
-        if p is None:
+        if pj is None:
             entry["reason"] = "missing"
             entry["detail"] = "no prediction column is left for it"
             out["columns"].append(entry)
             continue
-        vals, bad = canon[(j, p)]
+        vals, bad = canon[(j, pj)]
         tally = Counter(v for v in vals if v is not _INVALID)
         invalid = sum(v is _INVALID for v in vals)
         column_equal = (vals == gold_vals[j]) if ordered else (not invalid and tally == tallies[j])
@@ -437,8 +448,7 @@ def explain(
             if ordered and not n_diff and not sum(gained.values()):
                 n_diff = sum(a != b for a, b in zip(gold_vals[j], vals, strict=False))
                 entry["detail"] = (
-                    f"the same values, but {n_diff} of {len(vals)} rows hold them in "
-                    "another order"
+                    f"the same values, but {n_diff} of {len(vals)} rows hold them in another order"
                 )
             else:
                 entry["detail"] = (
@@ -452,7 +462,7 @@ def explain(
                 )
             entry["reason"] = "values"
         if entry["status"] != "matched" or not same_rows:
-            miss = _near_miss(spec, gold_cols[j], gold_vals[j], pred_cols[p], ordered)
+            miss = _near_miss(spec, gold_cols[j], gold_vals[j], pred_cols[pj], ordered)
             if miss is not None and entry["status"] != "matched":
                 entry["near_miss"] = miss["kind"]
                 out["near_misses"].append(
@@ -460,7 +470,7 @@ def explain(
                         "kind": miss["kind"],
                         "gold_index": j,
                         "gold_name": spec.gold_name,
-                        "prediction_index": p,
+                        "prediction_index": pj,
                         "detail": miss["detail"],
                     }
                 )
@@ -584,8 +594,11 @@ def _summarize(
     if out["missing_row_count"]:
         summary.append(
             f"{out['missing_row_count']} gold row(s) have no equal prediction row"
-            + (f"; {out['extra_row_count']} prediction row(s) are not in the gold." if out[
-                "extra_row_count"] else ".")
+            + (
+                f"; {out['extra_row_count']} prediction row(s) are not in the gold."
+                if out["extra_row_count"]
+                else "."
+            )
         )
     elif out["extra_row_count"]:
         summary.append(f"{out['extra_row_count']} prediction row(s) are not in the gold.")

@@ -13,7 +13,7 @@ import pytest
 
 import evaluator
 from evaluator.cli import main as cli_main
-from evaluator.explain import explain, explain_files
+from evaluator.explain import explain_files
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "evaluator"
 CASES = json.loads((FIXTURES / "cases_explain.json").read_text(encoding="utf-8"))["cases"]
@@ -136,11 +136,11 @@ def test_official_evaluator_gives_the_same_codes(tmp_path: Path) -> None:
     for k, case in enumerate(CASES, start=1):
         pred, gold, cfg = _write(case, suite, f"task_{k}")
     outs = []
+    roots = ["--prediction-root", str(pred), "--gold-root", str(gold), "--config-root", str(cfg)]
     for cmd in ([sys.executable, str(official)], [sys.executable, "-m", "evaluator"]):
         out = tmp_path / f"summary-{len(outs)}.json"
         subprocess.run(
-            [*cmd, "--prediction-root", str(pred), "--gold-root", str(gold)]
-            + ["--config-root", str(cfg), "--output", str(out)],
+            [*cmd, *roots, "--output", str(out)],
             check=True,
             capture_output=True,
             cwd=Path(__file__).resolve().parents[2],
