@@ -404,7 +404,12 @@ def conversation(events: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
         elif kind == "protocol_reminder":
             items.append({"kind": "reminder", "t": _num(ev.get("t")), "text": ev.get("reason")})
         elif kind == "harness_trace":
-            steps = [s for s in ev.get("steps") or [] if isinstance(s, Mapping)]
+            steps = [  # the task step (the prompt) carries none of these and is no turn
+                s
+                for s in ev.get("steps") or []
+                if isinstance(s, Mapping)
+                and any(s.get(k) for k in ("model_output", "tool_calls", "code_action", "plan"))
+            ]
             waiting = [t for t in turns if not t["has_message"]]
             for k, step in enumerate(steps):
                 turn = waiting[k] if k < len(waiting) else open_turn(ev.get("t"))
