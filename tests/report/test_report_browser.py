@@ -17,7 +17,12 @@ import report_browser
 
 from dataspace.report import build_report
 from dataspace.store import open_store
-from dataspace.testing.synthetic import SAMPLE_PNG_URL, default_agents, write_synthetic_run
+from dataspace.testing.synthetic import (
+    SAMPLE_PNG_URL,
+    SyntheticAgent,
+    default_agents,
+    write_synthetic_run,
+)
 
 pytestmark = pytest.mark.integration
 
@@ -220,3 +225,71 @@ def test_a_hostile_trace_renders_as_text(browser, report, tmp_path):
     assert page.eval("document.querySelectorAll('.infra-retry').length") == 1
     shots = _shots() or tmp_path
     page.screenshot(str(shots / "trace-hostile.png"))
+
+
+@pytest.fixture(scope="module")
+def wide_report(tmp_path_factory):
+    """Eleven agents over 30 tasks compared with two agents over 12: a laptop-sized report."""
+    root = tmp_path_factory.mktemp("wide-store")
+    store = open_store(str(root), fsync=False)
+    write_synthetic_run(store, "wide", agents=default_agents(11), tasks=30, seed=11)
+    write_synthetic_run(
+        store,
+        "other",
+        agents=[SyntheticAgent(name="late-agent", model="other/model", skill=0.4)],
+        tasks=12,
+        seed=12,
+    )
+    out = root / "out"
+    res = build_report(
+        [str(root / "runs" / "wide"), str(root / "runs" / "other")], out=str(out), traces="none"
+    )
+    return res, out
+
+
+def test_report_fits_a_laptop_screen_and_breaks_failures_down(browser, wide_report, tmp_path):
+    res, out = wide_report
+    page = browser.new_page()
+    page.set_viewport(1400)
+    load = page.settle(page.goto((out / "report.html").as_uri()))
+    _assert_clean(load)
+    page.eval("document.querySelectorAll('details').forEach(d => d.open = true)")
+    wide = page.eval(
+        "Array.from(document.querySelectorAll('.wrap')).filter(w => w.scrollWidth > "
+        "w.clientWidth + 1).map(w => w.querySelector('table').id)"
+    )
+    assert wide == [], wide
+    assert page.eval("document.documentElement.scrollWidth") <= 1400
+    # failures by error code, one row per agent, codes as columns
+    heads = page.eval(
+        "Array.from(document.querySelectorAll('#t-failures th')).map(t => t.textContent)"
+    )
+    assert heads[:3] == ["agent", "scored", "incorrect"] and "relation mismatch" in heads
+    assert page.eval("document.querySelectorAll('#t-failures tbody tr').length") == 12
+    fail = res.data["failures"]
+    assert (
+        fail["incorrect"] == fail.drop(columns=["label", "scored", "incorrect"]).sum(axis=1)
+    ).all()
+    # different task sets: a warning, and the comparisons on the common tasks only
+    notes = page.eval("Array.from(document.querySelectorAll('p.note')).map(p => p.textContent)")
+    assert any("different task sets" in n and "12 tasks common" in n for n in notes), notes
+    assert set(res.data["pareto"]["label"]) == set(res.data["accuracy"]["label"])
+    # the per-task table: characteristics and error-code marks per attempt
+    assert page.eval("document.querySelectorAll('#per-task tbody tr').length") == 30
+    marks = page.eval(
+        "Array.from(document.querySelectorAll('#per-task .att.bad')).map(a => a.title)"
+    )
+    assert marks and all("attempt 1:" in m for m in marks)
+    assert any("relation_mismatch" in m for m in marks)
+    shots = _shots() or tmp_path
+    page.screenshot(str(shots / "report-wide.png"), max_height=9000)
+
+
+def test_one_agent_gets_no_comparison_plots(tmp_path):
+    store = open_store(str(tmp_path), fsync=False)
+    write_synthetic_run(store, "solo", agents=default_agents(1), tasks=8, seed=4)
+    res = build_report([str(tmp_path / "runs" / "solo")], traces="none")
+    assert "pareto" not in res.figures and "spread" not in res.figures
+    assert "accuracy" in res.figures
+    html = (tmp_path / "runs" / "solo" / "report.html").read_text(encoding="utf-8")
+    assert "it takes two or more agents" in html

@@ -27,6 +27,7 @@ TABLES = {
     "overlap_agents",
     "spread",
     "pareto",
+    "failures",
     "per_task",
     "pass_at_k",
 }
