@@ -201,7 +201,7 @@ def _tool_output(result: Any) -> dict[str, Any]:
     parts = [stdout] if isinstance(stdout, str) and stdout else []
     if isinstance(stderr, str) and stderr:
         parts.append(f"[stderr]\n{stderr}")
-    if not parts:
+    if not parts and "exit_code" not in result:  # not a command: the observation itself
         rest = {k: v for k, v in result.items() if k not in ("ok",)}
         parts.append(_text(rest) or "")
     ok = result.get("ok")

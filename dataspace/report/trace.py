@@ -238,11 +238,14 @@ def _call_html(call: Mapping[str, Any], images: Mapping[str, str]) -> str:
     if call.get("duration_seconds") is not None:
         badges.append(f'<span class="badge">{call["duration_seconds"]:.2f} s</span>')
     out = call.get("output")
-    output = (
-        _pre(out, label="output")
-        if out is not None
-        else '<p class="muted">(no output recorded)</p>'
-    )
+    if out:
+        output = _pre(out, label="output")
+    elif out is None:
+        output = '<p class="muted">(no output recorded)</p>'
+    else:
+        output = '<p class="muted">(empty output)</p>'
+    if call.get("error"):
+        output += f'<p class="bad">{esc(call["error"])}</p>
     pics = "".join(_image(i, images) for i in call.get("images") or [])
     return (
         f'<div class="call tool-call" data-tool="{esc(call.get("name"))}">'

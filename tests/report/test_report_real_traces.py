@@ -222,7 +222,7 @@ def run(local_backend, release, tmp_path_factory):
                 server.__exit__(None, None, None)
     run_dir = store / "runs" / "real"
     (run_dir / "results.parquet").write_bytes(rows_to_parquet(rows))
-    res = build_report([str(run_dir)], out=str(run_dir), release=None)
+    res = build_report([str(run_dir)], out=str(run_dir), release=str(release))
     return rows, run_dir, res
 
 
@@ -368,3 +368,19 @@ def test_the_report_links_every_trace(browser, run):
     for href in hrefs:
         assert Path(href.removeprefix("file://")).is_file(), href
     json.dumps(res.notes)
+    questions = page.eval(
+        "Array.from(document.querySelectorAll('#per-task td.q')).map(td => td.textContent)"
+    )
+    assert questions == [QUESTIONS["task_1"], QUESTIONS["task_2"]]
+    # the Chinese question renders with real glyphs: a CJK font is installed, so a
+    # character is as wide as the font's em, unlike the fallback box of an unknown one
+    widths = page.eval(
+        "(() => { const w = t => { const s = document.createElement('span');"
+        " s.style.fontSize = '40px'; s.textContent = t; document.body.appendChild(s);"
+        " const x = s.getBoundingClientRect().width; s.remove(); return x; };"
+        " return [w('城市'), w('\\u0378\\u0378')]; })()"
+    )
+    assert widths[0] == pytest.approx(80, abs=2) and widths[0] != widths[1], widths
+    assert "row count mismatch" in page.eval("document.getElementById('t-failures').textContent")
+    page.set_viewport(1400)
+    page.screenshot(str(_shots() / "report-real.png"), max_height=6000)
