@@ -17,6 +17,7 @@ fix the problem when there is something to fix. The CLI prints ``str(error)`` as
     ├── SandboxError             the sandbox itself failed (infrastructure, never the agent)
     │   └── SandboxClosedError   operation on a closed sandbox
     ├── AgentError               an agent/harness misbehaved in the controller
+    ├── ReviewError              a review request breaks the protocol (carries an HTTP status)
     └── InfrastructureError      a retryable failure outside the agent's control
 """
 
@@ -47,6 +48,19 @@ class ReleaseError(DataSpaceError):
         self.path = str(path)
         self.problem = problem
         super().__init__(f"{self.path}: {problem}")
+
+
+class ReviewError(DataSpaceError):
+    """A review request is refused: bad input, wrong role, wrong phase or a locked record.
+
+    Args:
+        message: what is wrong and how to fix it.
+        status: the HTTP status the review server answers with (400, 403, 404, 409).
+    """
+
+    def __init__(self, message: str, *, status: int = 400) -> None:
+        self.status = status
+        super().__init__(message)
 
 
 class SourceError(DataSpaceError):

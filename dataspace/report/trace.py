@@ -244,8 +244,6 @@ def _call_html(call: Mapping[str, Any], images: Mapping[str, str]) -> str:
         output = '<p class="muted">(no output recorded)</p>'
     else:
         output = '<p class="muted">(empty output)</p>'
-    if call.get("error"):
-        output += f'<p class="bad">{esc(call["error"])}</p>
     pics = "".join(_image(i, images) for i in call.get("images") or [])
     return (
         f'<div class="call tool-call" data-tool="{esc(call.get("name"))}">'

@@ -39,7 +39,9 @@ class PageLoad:
 
 
 class Browser:
-    def __init__(self, executable: str) -> None:
+    def __init__(self, executable: str, *, allow_hosts: tuple[str, ...] = ()) -> None:
+        # ``allow_hosts``: loopback addresses a page may reach (a server the test started).
+        rules = ", ".join(["MAP * ~NOTFOUND", *(f"EXCLUDE {h}" for h in allow_hosts)])
         self._profile = tempfile.mkdtemp(prefix="ds-chromium-")
         cmd_r, cmd_w = os.pipe()  # we write commands, chromium reads fd 3
         ev_r, ev_w = os.pipe()  # chromium writes fd 4, we read
@@ -65,7 +67,7 @@ class Browser:
             "--hide-scrollbars",
             "--mute-audio",
             "--allow-file-access-from-files",
-            "--host-resolver-rules=MAP * ~NOTFOUND",
+            f"--host-resolver-rules={rules}",
             f"--user-data-dir={self._profile}",
             "--remote-debugging-pipe",
             "about:blank",
