@@ -28,6 +28,7 @@ TABLES = {
     "spread",
     "pareto",
     "failures",
+    "harnesses",
     "per_task",
     "pass_at_k",
 }
