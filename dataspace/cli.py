@@ -80,6 +80,7 @@ def _parser() -> argparse.ArgumentParser:
     for name, text in (
         ("eval", "the official evaluator's command line (same flags)"),
         ("report", "report of one or several runs"),
+        ("rescore", "score a run's stored predictions again (no model calls)"),
         ("build", "build a release from Text-to-SQL sources"),
         ("review", "expert review server: init, user, assign, serve, status, stats, export"),
         ("audit", "propose and confirm root causes of failed attempts"),
@@ -122,6 +123,12 @@ def _report_main(argv: list[str]) -> int:
     return int(report_main(argv))
 
 
+def _rescore_main(argv: list[str]) -> int:
+    from dataspace.rescore import rescore_main
+
+    return int(rescore_main(argv))
+
+
 def _build_main(argv: list[str]) -> int:
     from builder.cli import main as build_main
 
@@ -143,6 +150,7 @@ def _audit_main(argv: list[str]) -> int:
 _PASSTHROUGH: dict[str, Callable[[list[str]], int]] = {
     "eval": _eval_main,
     "report": _report_main,
+    "rescore": _rescore_main,
     "build": _build_main,
     "review": _review_main,
     "audit": _audit_main,

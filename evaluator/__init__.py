@@ -46,6 +46,7 @@ from evaluator.csvfile import (
     read_csv,
 )
 from evaluator.errors import ERROR_CODES, CsvError, FatalError
+from evaluator.explain import explain, explain_files
 from evaluator.suite import EVALUATOR_NAME, EVALUATOR_VERSION, evaluate_suite
 from evaluator.task import ColumnPair, TaskVerdict, evaluate_rows, evaluate_task
 
@@ -73,6 +74,8 @@ __all__ = [
     "evaluate_rows",
     "evaluate_suite",
     "evaluate_task",
+    "explain",
+    "explain_files",
     "load_config",
     "load_configs",
     "parse_config",

@@ -3,9 +3,14 @@
 ::
 
     python -m evaluator --prediction-root P --gold-root G --config-root C [--output FILE]
+                        [--explain]
 
 Writes the summary to ``FILE`` (default ``P/evaluation_summary.json``), prints it without the
 per-task entries, and exits 0; on a fatal error prints one line to stderr and exits 2.
+
+``--explain`` adds an ``explanation`` object to every failed task's entry
+(:mod:`evaluator.explain`) and prints each failed task's explanation; the verdicts and
+every other key stay exactly as without it.
 """
 
 from __future__ import annotations
@@ -15,6 +20,7 @@ import json
 import logging
 import sys
 from pathlib import Path
+from typing import Any
 
 from evaluator.errors import FatalError
 from evaluator.suite import EVALUATOR_NAME, evaluate_suite
@@ -39,7 +45,31 @@ def _parser(prog: str | None) -> argparse.ArgumentParser:
     parser.add_argument(
         "--output", type=Path, default=None, help="Output evaluation_summary.json path."
     )
+    parser.add_argument(
+        "--explain",
+        action="store_true",
+        help="Explain every failed task (which column or row differs, near misses).",
+    )
     return parser
+
+
+def _explain(
+    summary: dict[str, Any], prediction_root: Path, gold_root: Path, config_root: Path
+) -> None:
+    from evaluator.config import load_configs
+    from evaluator.explain import explain_files
+
+    configs = {c.task_id: c for c in load_configs(config_root)}
+    for entry in summary["tasks"]:
+        if entry["passed"]:
+            continue
+        task = entry["task_id"]
+        entry["explanation"] = explain_files(
+            prediction_path=prediction_root / task / "prediction.csv",
+            gold_path=gold_root / task / "gold.csv",
+            config=configs[task],
+            verdict=entry,
+        )
 
 
 def main(argv: list[str] | None = None, *, prog: str | None = None) -> int:
@@ -66,6 +96,12 @@ def main(argv: list[str] | None = None, *, prog: str | None = None) -> int:
     except FatalError as exc:
         print(f"Evaluator fatal error: {exc}", file=sys.stderr)
         return 2
+    if args.explain:
+        try:
+            _explain(summary, prediction_root, args.gold_root.resolve(), args.config_root.resolve())
+        except FatalError as exc:
+            print(f"Evaluator fatal error: {exc}", file=sys.stderr)
+            return 2
     output: Path = args.output or prediction_root / "evaluation_summary.json"
     try:
         output.parent.mkdir(parents=True, exist_ok=True)
@@ -76,6 +112,12 @@ def main(argv: list[str] | None = None, *, prog: str | None = None) -> int:
         return 2
     console = {key: value for key, value in summary.items() if key != "tasks"}
     print(json.dumps(console, ensure_ascii=False, indent=2))
+    if args.explain:
+        for entry in summary["tasks"]:
+            if "explanation" in entry:
+                print(f"{entry['task_id']}: {entry['error_code']}")
+                for line in entry["explanation"]["summary"]:
+                    print(f"  - {line}")
     print(f"Saved summary to: {output}")
     return 0
 

@@ -20,8 +20,8 @@ import time
 from pathlib import Path
 
 from dataspace.report import build_report
-from dataspace.report.synthetic import default_agents, write_synthetic_run
 from dataspace.store import open_store
+from dataspace.testing.synthetic import default_agents, write_synthetic_run
 
 
 def _size_mb(path: Path) -> float:

@@ -221,6 +221,8 @@ class DataSpaceAgent:
             prompt_contract=PROMPT_CONTRACT_VERSION,
             protocol=rules.name,
             system_prompt_sha256=PROMPT_SHA256,
+            system_prompt=SYSTEM_PROMPT,
+            user_prompt=first,
             limits={
                 "model_turns": limits.model_turns,
                 "tool_actions": limits.tool_actions,
@@ -321,6 +323,12 @@ class DataSpaceAgent:
                     )
                     if outcome.image_message is not None:
                         images.append(outcome.image_message)
+                        ctx.events.emit(
+                            "image",
+                            tool_call_id=call.id,
+                            path=(result.get("image") or {}).get("agent_path"),
+                            data_url=_image_url(outcome.image_message),
+                        )
                     if outcome.submitted_path is not None:
                         submitted, status = outcome.submitted_path, "submitted"
                         snapshot = outcome.snapshot
@@ -365,6 +373,14 @@ class DataSpaceAgent:
             working_seconds=working,
             prediction=snapshot,
         )
+
+
+def _image_url(message: dict[str, Any]) -> str | None:
+    """The data URL of the image in a ``view_image`` message (for the trace)."""
+    for part in message.get("content") or []:
+        if isinstance(part, dict) and part.get("type") == "image_url":
+            return str((part.get("image_url") or {}).get("url") or "") or None
+    return None
 
 
 def _early_error(ctx: AgentContext, t0: float, message: str) -> AgentResult:

@@ -207,6 +207,7 @@ class SmolagentsAgent:
             model=model.id,
             base_url=model.base_url,
             prompt_contract=PROMPT_CONTRACT_VERSION,
+            user_prompt=relation_prompt(ctx.task.task_id, ctx.task.question),
             limits={
                 "model_turns": lim.model_turns,
                 "tool_actions": lim.tool_actions,

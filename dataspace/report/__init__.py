@@ -1,19 +1,25 @@
 """Reports of runs: the paper's tables and figures, an HTML report, a trace viewer.
 
+One module per concept: ``load`` (reading runs), ``tables`` and ``characteristics`` (the
+numbers), ``plots`` (figures), ``page`` (HTML building blocks), ``render`` (the report's
+HTML and Markdown), ``trace`` (one attempt's trace page, over ``dataspace.traces``),
+``tracepages`` (writing every attempt's page for a report, in threads or worker
+processes), ``build`` (putting it together; ``dataspace report``) and ``basic`` (the
+page written at the end of a run when the full report cannot be built). Test data lives in
+``dataspace.testing.synthetic``.
+
 >>> from dataspace.report import build_report  # doctest: +SKIP
 >>> build_report(["file:///data/store/runs/demo"]).html  # doctest: +SKIP
 'file:///data/store/runs/demo/report.html'
 """
 
-from dataspace.report.basic import render_html, render_markdown, write_basic_report
+from dataspace.report.basic import write_basic_report
 from dataspace.report.build import ReportOutput, build_from_sources, build_report, report_main
 
 __all__ = [
     "ReportOutput",
     "build_from_sources",
     "build_report",
-    "render_html",
-    "render_markdown",
     "report_main",
     "write_basic_report",
 ]

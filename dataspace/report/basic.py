@@ -1,8 +1,9 @@
 """The report written at the end of ``dataspace run``.
 
-``write_basic_report`` writes the full report (``dataspace.report.build``) when the run's
-results file is there and the plotting dependency is installed; otherwise it falls back to
-the basic page below (accuracy per agent and counts by status, from the run summary).
+``write_basic_report`` writes the full report (``dataspace.report.build``, rendered by
+``dataspace.report.render``) when the run's results file is there and the plotting
+dependency is installed; otherwise it falls back to the summary page below (accuracy per
+agent and counts by status, from the run summary alone).
 """
 
 from __future__ import annotations
@@ -15,10 +16,10 @@ from typing import Any
 logger = logging.getLogger(__name__)
 
 
-def accuracy_table(summary: Mapping[str, Any]) -> list[dict[str, Any]]:
+def summary_rows(summary: Mapping[str, Any]) -> list[dict[str, Any]]:
     """One row per agent: accuracy, passed/scored, attempts, status counts.
 
-    >>> accuracy_table({"agents": {"gold": {"harness": "gold", "model": None, "attempts": 2,
+    >>> summary_rows({"agents": {"gold": {"harness": "gold", "model": None, "attempts": 2,
     ...     "scored": 2, "passed": 2, "accuracy": 1.0, "status_counts": {"submitted": 2},
     ...     "infra_retried_attempts": 0, "cost_usd": 0.0}}})[0]["accuracy_pct"]
     '100.00'
@@ -43,9 +44,9 @@ def accuracy_table(summary: Mapping[str, Any]) -> list[dict[str, Any]]:
     return out
 
 
-def render_markdown(summary: Mapping[str, Any]) -> str:
-    """The report as Markdown."""
-    rows = accuracy_table(summary)
+def summary_markdown(summary: Mapping[str, Any]) -> str:
+    """The fallback report as Markdown."""
+    rows = summary_rows(summary)
     lines = [
         f"# Run `{summary['run_id']}`",
         "",
@@ -87,9 +88,9 @@ def render_markdown(summary: Mapping[str, Any]) -> str:
     return "\n".join(lines) + "\n"
 
 
-def render_html(summary: Mapping[str, Any]) -> str:
-    """The report as a self-contained HTML page."""
-    rows = accuracy_table(summary)
+def summary_page(summary: Mapping[str, Any]) -> str:
+    """The fallback report as a self-contained HTML page."""
+    rows = summary_rows(summary)
     esc = html.escape
     statuses = sorted({s for r in rows for s in r["status_counts"]})
     acc_rows = "".join(
@@ -166,8 +167,8 @@ def write_basic_report(store: Any, run_prefix: str, summary: Mapping[str, Any]) 
         logger.warning("full report unavailable (%s); writing the basic report", exc)
     except ConfigError as exc:
         logger.warning("full report unavailable (%s); writing the basic report", exc)
-    store.put_bytes(md_key, render_markdown(summary).encode())
-    store.put_bytes(html_key, render_html(summary).encode())
+    store.put_bytes(md_key, summary_markdown(summary).encode())
+    store.put_bytes(html_key, summary_page(summary).encode())
     return [store.url_for(md_key), store.url_for(html_key)]
 
 
@@ -180,3 +181,6 @@ def _derived(store: Any) -> Any:
     if isinstance(store, FileStore) and store.options.fsync:
         return FileStore(store.root, options=dataclasses.replace(store.options, fsync=False))
     return store
+
+
+__all__ = ["summary_markdown", "summary_page", "summary_rows", "write_basic_report"]

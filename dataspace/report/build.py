@@ -129,7 +129,7 @@ def build_from_sources(
     # trace pages are written in the background while the tables and figures are drawn
     pending = start_trace_pages(runs, df, out, mode=mode, report_key=HTML_NAME)
     try:
-        data, figures, grouping_notes = _compute(df)
+        data, figures, grouping_notes = _compute(df, _questions(runs, release, df))
         notes += grouping_notes
         table_uris, table_hrefs = _write_tables(out, data)
         figure_uris, figure_hrefs = {}, {}
@@ -201,12 +201,70 @@ def _empty_tables() -> dict[str, Any]:
             "overlap_agents",
             "spread",
             "pareto",
+            "failures",
             "per_task",
         )
     }
 
 
-def _compute(df: Any) -> tuple[dict[str, Any], dict[str, str], list[str]]:
+def _traits(md: Mapping[str, Any]) -> str:
+    """A task's characteristics in a few words, from its metadata.
+
+    >>> _traits({"modalities_required": ["csv", "pdf"], "operations": ["join"],
+    ...          "languages": {"question": "zh", "workspace": "en"}})
+    'csv+pdf · join · zh/en'
+    """
+    bits = []
+    mods = md.get("modalities_required") or md.get("modalities_present")
+    if isinstance(mods, list | tuple) and mods:
+        bits.append("+".join(map(str, mods)))
+    ops = md.get("operations")
+    if isinstance(ops, Mapping):
+        ops = [k for k, v in ops.items() if v]
+    if isinstance(ops, list | tuple) and ops:
+        bits.append(", ".join(map(str, ops)))
+    langs = md.get("languages")
+    if isinstance(langs, Mapping) and langs.get("question"):
+        bits.append(f"{langs.get('question')}/{langs.get('workspace') or '?'}")
+    if md.get("order_sensitive") is True:
+        bits.append("ordered")
+    return " · ".join(bits)
+
+
+def _questions(runs: Sequence[RunData], release: str | None, df: Any) -> dict[str, str]:
+    """Each task's question, from the release given or the runs' own (``spec.json``)."""
+    import json as _json
+
+    from dataspace.release import Release
+
+    roots: list[str] = [release] if release else []
+    for r in runs:
+        try:
+            doc = _json.loads(r.source.store.get_bytes(r.source.key("spec.json")))
+        except (DataSpaceError, ValueError, OSError):
+            continue
+        root = (doc.get("spec") or {}).get("release") if isinstance(doc, dict) else None
+        if isinstance(root, str) and root not in roots:
+            roots.append(root)
+    out: dict[str, str] = {}
+    tasks = sorted(set(map(str, df["task_id"]))) if not df.empty else []
+    for root in roots:
+        try:
+            rel = Release(root)
+        except (DataSpaceError, OSError):
+            continue
+        for t in tasks:
+            if t not in out:
+                try:
+                    out[t] = rel.task(t).question
+                except (DataSpaceError, OSError):
+                    continue
+    return out
+
+
+def _compute(
+    df: Any, questions: Mapping[str, str] | None = None
+) -> tuple[dict[str, Any], dict[str, str], list[str]]:
     from dataspace.report import plots, tables
     from dataspace.report.characteristics import assign_groups
 
@@ -238,7 +296,26 @@ def _compute(df: Any) -> tuple[dict[str, Any], dict[str, str], list[str]]:
                 )
     long = tables.characteristics_table(df, grouping, labels)
     overlap = tables.overlap_tables(df, labels)
-    pareto = tables.pareto_table(eff)
+    # comparisons across agents only on the tasks every agent attempted
+    common, per_label = tables.common_tasks(df)
+    acc_cmp, eff_cmp = acc, eff
+    if len(set(per_label.values())) > 1 or any(n != len(common) for n in per_label.values()):
+        sizes = ", ".join(f"{k}: {n}" for k, n in per_label.items())
+        notes.append(
+            f"The agents were run on different task sets ({sizes} tasks); the harness "
+            f"spread and the Pareto comparison use only the {len(common)} tasks common to "
+            "all of them. Accuracy and efficiency per agent are over each agent's own tasks."
+        )
+        sub = df[df["task_id"].astype(str).isin(common)]
+        if not sub.empty:
+            acc_cmp = tables.accuracy_table(sub)
+            eff_cmp = tables.efficiency_table(sub, acc_cmp)
+    pareto = tables.pareto_table(eff_cmp)
+    per_task = tables.per_task_table(df, labels)
+    per_task.insert(
+        1, "question", [str((questions or {}).get(t) or "") for t in per_task["task_id"]]
+    )
+    per_task.insert(2, "characteristics", [_traits(meta.get(t) or {}) for t in per_task["task_id"]])
     data = {
         "accuracy": acc,
         "efficiency": eff,
@@ -248,9 +325,10 @@ def _compute(df: Any) -> tuple[dict[str, Any], dict[str, str], list[str]]:
         "characteristics_long": long,
         "overlap": overlap.summary,
         "overlap_agents": overlap.per_agent,
-        "spread": tables.spread_table(acc),
+        "spread": tables.spread_table(acc_cmp),
         "pareto": pareto,
-        "per_task": tables.per_task_table(df, labels),
+        "failures": tables.failures_table(df, labels),
+        "per_task": per_task,
     }
     from dataspace.report.harnesses import harness_comparison_table
 
@@ -266,10 +344,11 @@ def _compute(df: Any) -> tuple[dict[str, Any], dict[str, str], list[str]]:
     except ImportError:
         notes.append("Figures left out: matplotlib is not installed (pip install matplotlib).")
         return data, figures, notes
+    several = len(labels) >= 2  # a comparison of one agent with itself means nothing
     for name, draw in (
         ("accuracy", lambda: plots.accuracy_figure(acc)),
-        ("pareto", lambda: plots.pareto_figure(pareto, labels)),
-        ("spread", lambda: plots.spread_figure(acc)),
+        ("pareto", lambda: plots.pareto_figure(pareto, labels) if several else None),
+        ("spread", lambda: plots.spread_figure(acc_cmp) if several else None),
         ("gaps", lambda: plots.gap_figure(long, labels)),
         ("passk", lambda: plots.pass_at_k_figure(pk, labels)),
     ):

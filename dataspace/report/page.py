@@ -18,7 +18,8 @@ STYLE = """
 :root{--fg:#1d2125;--muted:#5f6b76;--line:#d8dde3;--head:#f2f4f7;--ok:#137333;
 --bad:#b3261e;--warn:#8a5a00;--code:#f6f8fa}
 *{box-sizing:border-box}
-body{font-family:system-ui,-apple-system,"Segoe UI",Roboto,"DejaVu Sans",sans-serif;
+body{font-family:system-ui,-apple-system,"Segoe UI",Roboto,"DejaVu Sans","Noto Sans CJK SC",
+"Noto Sans CJK",sans-serif;
 color:var(--fg);margin:0;line-height:1.45}
 header.top{background:#20303f;color:#fff;padding:14px 28px}
 header.top h1{margin:0;font-size:1.35em} header.top a{color:#cfe3ff}
@@ -55,6 +56,12 @@ background:#eef1f5;margin-right:4px}
 .ev.other{border-left:4px solid #bab0ac}
 .msg{margin:4px 0} .msg .role{font-weight:600;font-size:.8em;color:var(--muted)}
 img.trace{max-width:100%;max-height:640px;border:1px solid var(--line)}
+th,th.n{white-space:normal;overflow-wrap:break-word;font-weight:600}
+td{overflow-wrap:break-word} main table{font-size:.8em} td,th{padding:2px 5px}
+table.compact{font-size:.8em} table.compact td.q{min-width:16em;max-width:26em}
+table.compact td.traits{max-width:11em;color:var(--muted)} table.compact td.task{white-space:nowrap}
+table.compact th.agent{writing-mode:vertical-rl;transform:rotate(180deg);max-height:11em;
+white-space:nowrap;min-width:0;text-align:left}
 """
 
 SORT_SCRIPT = """

@@ -20,6 +20,7 @@ class AttemptCell:
     passed: bool | None
     status: str
     href: str | None = None
+    error_code: str | None = None
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -76,10 +77,15 @@ def _k(v: Any) -> str:
 
 def accuracy_display(acc: Any) -> Any:
     """The accuracy table's columns for display (status counts after the main ones)."""
-    cols = [c for c in ACCURACY_COLUMNS if c in acc.columns]
+    optional = ("infra_retried", "unscored", "not_scheduled", "infra_failures")
+    cols = [
+        c
+        for c in ACCURACY_COLUMNS
+        if c in acc.columns and not (c in optional and (acc[c].fillna(0) == 0).all())
+    ]  # counts that are zero for every agent say nothing (the CSV keeps them)
     status = [c for c in acc.columns if c.startswith("status_")]
     return acc[cols + status].rename(
-        columns={**ACCURACY_COLUMNS, **{c: c[len("status_") :] for c in status}}
+        columns={**ACCURACY_COLUMNS, **{c: c[len("status_") :].replace("_", " ") for c in status}}
     )
 
 
@@ -137,16 +143,32 @@ def pretty(column: str) -> str:
     return column.replace("_", " ")
 
 
+CODE_MARKS = {
+    "relation_mismatch": "R",
+    "row_count_mismatch": "N",
+    "column_count_mismatch": "C",
+    "type_normalization_failed": "T",
+    "invalid_prediction_csv": "I",
+    "missing_prediction": "M",
+    "infrastructure_error": "F",
+}
+CODE_LEGEND = (
+    "R relation mismatch · N row count · C column count · T type normalization · "
+    "I invalid CSV · M missing prediction · F infrastructure failure"
+)
+
+
 def _cells_html(cells: Sequence[AttemptCell]) -> str:
     out = []
     for c in cells:
+        code = c.error_code or (c.status if c.status == "infrastructure_error" else None)
         if c.passed is True:
             cls, mark = "ok", "✓"
         elif c.passed is False:
-            cls, mark = "bad", "✗"
+            cls, mark = "bad", CODE_MARKS.get(str(code), "✗")
         else:
             cls, mark = "na", "·"
-        tip = esc(f"attempt {c.attempt}: {c.status}")
+        tip = esc(f"attempt {c.attempt}: {c.status}" + (f", {code}" if code else ""))
         if c.href:
             out.append(
                 f'<a class="att {cls}" href="{esc(c.href)}" title="{tip}">{c.attempt}{mark}</a>'
@@ -160,23 +182,42 @@ def _per_task_html(data: ReportData) -> str:
     per = data.tables.get("per_task")
     if per is None or per.empty:
         return '<p class="muted">No attempts.</p>'
-    head = "".join(f"<th>{esc(lab)}</th>" for lab in data.labels)
+    head = "".join(f'<th class="agent">{esc(lab)}</th>' for lab in data.labels)
     rows = []
-    for task, solved in zip(per["task_id"], per["solved_by"], strict=True):
+    questions = per["question"] if "question" in per.columns else [""] * len(per)
+    traits = per["characteristics"] if "characteristics" in per.columns else [""] * len(per)
+    for task, q, tr, solved in zip(
+        per["task_id"], questions, traits, per["solved_by"], strict=True
+    ):
         cells = "".join(
             f"<td>{_cells_html(data.cells.get((task, lab), ()))}</td>" for lab in data.labels
         )
-        rows.append(f'<tr><td>{esc(task)}</td><td class="n">{solved}</td>{cells}</tr>')
+        short = q if len(q) <= 140 else q[:139] + "…"
+        rows.append(
+            f'<tr><td class="task">{esc(task)}</td><td class="q" title="{esc(q)}">{esc(short)}'
+            f'</td><td class="traits">{esc(tr)}</td><td class="n">{solved}</td>{cells}</tr>'
+        )
     table = (
-        f'<div class="wrap"><table id="per-task" class="sortable"><thead><tr>'
-        f'<th>task</th><th class="n">solved by</th>{head}</tr></thead><tbody>'
-        f"{''.join(rows)}</tbody></table></div>"
+        f'<div class="wrap"><table id="per-task" class="sortable compact"><thead><tr>'
+        f'<th>task</th><th>question</th><th>characteristics</th><th class="n">solved by</th>'
+        f"{head}</tr></thead><tbody>{''.join(rows)}</tbody></table></div>"
     )
     is_open = " open" if len(per) <= 60 else ""
     return (
         f"<details{is_open}><summary>{len(per)} tasks × {len(data.labels)} agents "
-        f"(✓ correct, ✗ incorrect, · unscored; each mark links to its trace)</summary>"
-        f"{table}</details>"
+        f"(✓ correct; a letter marks an incorrect attempt by its error code: {CODE_LEGEND}; "
+        f"· unscored; each mark links to its trace)</summary>{table}</details>"
+    )
+
+
+def _failures_html(data: ReportData) -> str:
+    fail = data.tables.get("failures")
+    if fail is None or fail.empty:
+        return '<p class="muted">No scored attempts.</p>'
+    return (
+        '<p class="muted">Incorrect attempts per agent by the evaluator\'s error code '
+        "(infrastructure failures apart: the evaluator never saw them).</p>"
+        + _table(data, "failures", fail.rename(columns={"label": "agent"}), {})
     )
 
 
@@ -226,6 +267,7 @@ def render_html(data: ReportData) -> str:
     t = data.tables
     toc = [
         "accuracy",
+        "failures",
         "efficiency",
         "timings",
         "pareto",
@@ -249,6 +291,8 @@ def render_html(data: ReportData) -> str:
         )
     )
     sections.append(_figure(data, "accuracy", _FIG_CAPTIONS["accuracy"]))
+    sections.append('<h2 id="failures">Failures by error code</h2>')
+    sections.append(_failures_html(data))
     sections.append('<h2 id="efficiency">Efficiency per agent</h2>')
     sections.append(
         '<p class="muted">As the paper prints it (Table 11): tokens are input + '
@@ -264,7 +308,8 @@ def render_html(data: ReportData) -> str:
     sections.append(_table(data, "timings", tim, dict.fromkeys(tim.columns[1:], ".2f")))
     sections.append('<h2 id="pareto">Accuracy–efficiency trade-offs</h2>')
     sections.append(
-        _figure(data, "pareto", _FIG_CAPTIONS["pareto"]) or '<p class="muted">Nothing to plot.</p>'
+        _figure(data, "pareto", _FIG_CAPTIONS["pareto"])
+        or '<p class="muted">No trade-off to plot: it takes two or more agents.</p>'
     )
     front = t["pareto"]
     if not front.empty:
@@ -404,6 +449,14 @@ def render_markdown(data: ReportData) -> str:
         "",
     ]
     fig("accuracy")
+    fail = t.get("failures")
+    if fail is not None and not fail.empty:
+        out += [
+            "## Failures by error code",
+            "",
+            md(fail.rename(columns={"label": "agent"})),
+            "",
+        ]
     out += [
         "## Efficiency per agent",
         "",

@@ -558,6 +558,64 @@ def _task_sort_key(task: str) -> tuple[int, str]:
     return (int(tail), head) if tail.isdigit() else (1 << 62, task)
 
 
+FAILURE_CODES = (
+    "relation_mismatch",
+    "row_count_mismatch",
+    "column_count_mismatch",
+    "type_normalization_failed",
+    "invalid_prediction_csv",
+    "missing_prediction",
+)
+
+
+def failures_table(df: Any, labels: Sequence[str]) -> Any:
+    """Incorrect attempts per agent by the evaluator's error code (the paper's symptom view).
+
+    Attempts lost to infrastructure failures count as incorrect in accuracy; they are a
+    column of their own (``infrastructure_error``) since the evaluator never saw them.
+
+    >>> import pandas as pd
+    >>> df = pd.DataFrame({"label": ["a", "a", "a"], "status": ["submitted"] * 3,
+    ...     "passed": [True, False, False], "error_code": [None, "relation_mismatch",
+    ...     "relation_mismatch"]})
+    >>> failures_table(df, ["a"]).to_dict("records")
+    [{'label': 'a', 'scored': 3, 'incorrect': 2, 'relation_mismatch': 2}]
+    """
+    import pandas as pd
+
+    scored = df[df["passed"].notna() & (df["status"] != NOT_SCHEDULED)]
+    wrong = scored[~scored["passed"].astype(bool)]
+    code = wrong["error_code"].where(wrong["error_code"].notna(), wrong["status"])
+    code = code.where(wrong["status"] != INFRA_STATUS, INFRA_STATUS).fillna("unknown")
+    present = set(code)
+    order = [c for c in FAILURE_CODES if c in present]
+    order += sorted(present - set(order))
+    rows = []
+    for label in labels:
+        mine = code[wrong["label"] == label]
+        row: dict[str, Any] = {
+            "label": label,
+            "scored": int((scored["label"] == label).sum()),
+            "incorrect": len(mine),
+        }
+        counts = mine.value_counts()
+        row.update({c: int(counts.get(c, 0)) for c in order})
+        rows.append(row)
+    return pd.DataFrame(rows, columns=["label", "scored", "incorrect", *order])
+
+
+def common_tasks(df: Any) -> tuple[set[str], dict[str, int]]:
+    """The tasks every agent attempted, and how many tasks each agent attempted.
+
+    >>> import pandas as pd
+    >>> common_tasks(pd.DataFrame({"label": ["a", "a", "b"], "task_id": ["t1", "t2", "t1"]}))
+    ({'t1'}, {'a': 2, 'b': 1})
+    """
+    sets = {str(k): set(map(str, g)) for k, g in df.groupby("label", sort=False)["task_id"]}
+    common = set.intersection(*sets.values()) if sets else set()
+    return common, {k: len(v) for k, v in sets.items()}
+
+
 def task_sort_key(task: str) -> tuple[int, str]:
     """Sort ``task_N`` ids by number, anything else after them by name.
 
@@ -585,7 +643,9 @@ __all__ = [
     "accuracy_table",
     "characteristics_table",
     "characteristics_wide",
+    "common_tasks",
     "efficiency_table",
+    "failures_table",
     "labels_in_order",
     "metadata_counts",
     "overlap_tables",

@@ -1,44 +1,88 @@
-r"""The trace viewer: one self-contained HTML page per attempt.
+"""The trace page of one attempt: the conversation as a researcher reads it.
 
-A page embeds the attempt's ``events.jsonl`` as it is (JSON lines with ``t`` and ``type``)
-and an inline viewer script that draws it when the page opens: model calls (the new input
-messages, the reply, its tool calls, usage and latency per turn), tool executions and their
-output, images, the submission and errors. Unknown event types are drawn generically as
-key/value JSON and a line that is not JSON is shown as text, so a new harness's trace never
-breaks the viewer. The attempt's summary (status, verdict, tokens, cost, timings) is
-rendered on the server from the results row and ``run.json``.
+The page is built on the server from the attempt's ``events.jsonl`` (read with
+:func:`dataspace.traces.conversation`, the one reader of the trace schema), its results row
+and ``run.json``. From the top:
 
-Embedding the log unparsed keeps building thousands of pages cheap (parsing traces whose
-every model call repeats the conversation costs more than everything else in a report),
-and the page stays a single file that works offline. The log is embedded compressed
-(zlib, then base64), which shrinks such logs several times over; the browser inflates it
-with ``DecompressionStream``.
+- the outcome: verdict, end state, error code, the infrastructure faults retried before
+  this try;
+- the question, the system prompt and the first user message (folded);
+- usage and timing per model turn, with totals beside the attempt's row (a difference is
+  flagged);
+- the conversation: each model turn with its message, reasoning, tool calls (arguments,
+  output, exit code, truncation, images inline) and the model retries before it; actions
+  no model asked for, reminders, errors and the submission in between;
+- the submitted prediction beside the gold with the evaluator's explanation, when the
+  attempt was scored (a release that hides its gold leaves no verdict, so nothing of the
+  gold is shown).
 
-Traces are untrusted. Base64 text cannot close the block that holds the log, the image map
-is JSON with every ``<`` written as ``\u003c``, the viewer builds the page with DOM text
-nodes only (never ``innerHTML``), and embeds only base64 raster images
-(``data:image/png|jpeg|gif|webp``).
+Long outputs are folded (``<details>``), longer than :data:`MAX_OUTPUT` characters they are
+cut in the middle with the count shown. The page needs no script. Traces are untrusted:
+every text is escaped, and only base64 raster images (``data:image/png|jpeg|gif|webp``)
+are embedded.
 """
 
 from __future__ import annotations
 
-import base64
 import contextlib
 import json
 import logging
 import re
-import zlib
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from dataspace.report.page import esc, page
+from dataspace.report.page import esc, is_missing, page
 
 logger = logging.getLogger(__name__)
 
 MAX_IMAGE_CHARS = 30_000_000
+MAX_OUTPUT = 60_000
+FOLD_LINES = 25
+FOLD_CHARS = 3_000
 _DATA_URL_HEAD = re.compile(r"data:image/(png|jpeg|jpg|gif|webp);base64,")
 _BASE64 = re.compile(r"[A-Za-z0-9+/=\s]+")
 _IMAGE_PATH = re.compile(rb'"(/output/[^"\\]{1,300}?\.(?:png|jpe?g|gif|webp))"', re.IGNORECASE)
+
+TRACE_STYLE = """
+.conv{max-width:1180px} .turn{border:1px solid var(--line);border-left:4px solid #4c78a8;
+border-radius:6px;padding:6px 12px;margin:10px 0}
+.turn>h3{margin:0 0 4px;font-size:.95em} .turn .use{color:var(--muted);font-weight:400}
+.call{border-left:3px solid #59a14f;padding:2px 0 2px 10px;margin:6px 0}
+.call .name{font-weight:600;font-size:.85em}
+.say{white-space:pre-wrap;margin:4px 0}
+.retry{color:var(--warn);font-size:.85em;margin:2px 0}
+.fault{border-left:4px solid var(--bad);background:#fdf0ef;padding:5px 10px;margin:.5em 0}
+.side{display:flex;gap:16px;flex-wrap:wrap} .side>div{flex:1 1 420px;min-width:0}
+ul.why li{margin:2px 0}
+"""
+
+SUMMARY_KEYS = (
+    "run_id",
+    "agent",
+    "harness",
+    "model",
+    "task_id",
+    "attempt",
+    "status",
+    "passed",
+    "error_code",
+    "error",
+    "infra_retries",
+    "input_tokens",
+    "cached_input_tokens",
+    "output_tokens",
+    "reasoning_tokens",
+    "cost_usd",
+    "model_turns",
+    "tool_actions",
+    "model_calls",
+    "model_seconds",
+    "model_retries",
+    "wall_seconds",
+    "working_seconds",
+    "sandbox_enforcement",
+)
+_RUN_KEYS = ("end_state", "submitted_path", "prediction_problem", "host", "try_index")
 
 
 def safe_image_url(url: Any) -> str | None:
@@ -69,58 +113,8 @@ def image_paths(events: bytes) -> list[str]:
     return list(found)
 
 
-def script_json(data: bytes | str) -> str:
-    r"""Text safe inside ``<script type="application/json">``.
-
-    Every ``<`` becomes the JSON escape ``\u003c`` (valid within JSON strings, and ``<``
-    occurs nowhere else in JSON), so the block can be neither closed nor commented out by
-    its content.
-
-    >>> script_json('{"a": "</script>"}')
-    '{"a": "\\u003c/script>"}'
-    """
-    text = data.decode("utf-8", "replace") if isinstance(data, bytes) else data
-    return text.replace("<", "\\u003c")
-
-
-def pack_events(events: bytes | None) -> str:
-    r"""The event log as the page embeds it: zlib-compressed, then base64.
-
-    Compression keeps pages small (every model call in a log may repeat the conversation so
-    far), and base64 text can never close the ``<script>`` block that holds it. The page
-    inflates it with the browser's ``DecompressionStream``.
-
-    >>> import base64, zlib
-    >>> zlib.decompress(base64.b64decode(pack_events(b'{"type": "submit"}\n')))
-    b'{"type": "submit"}\n'
-    """
-    return base64.b64encode(zlib.compress(events or b"", 1)).decode("ascii")
-
-
-SUMMARY_KEYS = (
-    "run_id",
-    "agent",
-    "harness",
-    "model",
-    "task_id",
-    "attempt",
-    "status",
-    "passed",
-    "error_code",
-    "error",
-    "infra_retries",
-    "input_tokens",
-    "cached_input_tokens",
-    "output_tokens",
-    "reasoning_tokens",
-    "cost_usd",
-    "model_turns",
-    "tool_actions",
-    "wall_seconds",
-    "working_seconds",
-    "sandbox_enforcement",
-)
-_RUN_KEYS = ("end_state", "submitted_path", "prediction_problem", "host", "try_index")
+def _missing(value: Any) -> bool:
+    return value is None or value == "" or is_missing(value)
 
 
 def _cell(key: str, value: Any) -> str:
@@ -133,12 +127,6 @@ def _cell(key: str, value: Any) -> str:
     if isinstance(value, dict | list):
         return f"<code>{esc(json.dumps(value, ensure_ascii=False, default=str))}</code>"
     return esc(value)
-
-
-def _missing(value: Any) -> bool:
-    from dataspace.report.page import is_missing
-
-    return value is None or value == "" or is_missing(value)
 
 
 def summary_html(row: Mapping[str, Any] | None, run_meta: Mapping[str, Any] | None) -> str:
@@ -163,15 +151,304 @@ def summary_html(row: Mapping[str, Any] | None, run_meta: Mapping[str, Any] | No
     if phases:
         cell = " · ".join(f"{esc(k)} {v:.2f} s" for k, v in phases)
         rows.append(f"<tr><th>phases</th><td>{cell}</td></tr>")
-    failures = (run_meta or {}).get("infra_failures")
-    if isinstance(failures, list) and failures:
-        items = "".join(
-            f"<li><code>{esc(f.get('code') if isinstance(f, Mapping) else '')}"
-            f"</code> {esc(f.get('error') if isinstance(f, Mapping) else f)}</li>"
-            for f in failures
-        )
-        rows.append(f"<tr><th>infrastructure failures (retried)</th><td><ol>{items}</ol></td></tr>")
     return f'<table id="summary">{"".join(rows)}</table>' if rows else ""
+
+
+def _clip(text: str) -> str:
+    if len(text) <= MAX_OUTPUT:
+        return text
+    head = MAX_OUTPUT * 2 // 3
+    tail = MAX_OUTPUT - head
+    cut = len(text) - head - tail
+    return f"{text[:head]}\n[... {cut:,} characters not shown here ...]\n{text[-tail:]}"
+
+
+def _pre(text: Any, *, cls: str = "", label: str = "output", fold: bool = True) -> str:
+    """Text in a ``<pre>``; long text folded behind a summary with its size."""
+    if text is None:
+        return ""
+    s = text if isinstance(text, str) else json.dumps(text, ensure_ascii=False, indent=1)
+    body = f'<pre class="{cls}">{esc(_clip(s))}</pre>' if cls else f"<pre>{esc(_clip(s))}</pre>"
+    lines = s.count("\n") + 1
+    if fold and (lines > FOLD_LINES or len(s) > FOLD_CHARS):
+        return (
+            f'<details class="fold"><summary>{esc(label)}: {lines:,} lines, '
+            f"{len(s):,} characters (click to unfold)</summary>{body}</details>"
+        )
+    return body
+
+
+def _num(v: Any, spec: str = ",.0f") -> str:
+    if v is None or is_missing(v):
+        return "-"
+    return format(v, spec)
+
+
+def _usage_line(turn: Mapping[str, Any]) -> str:
+    u = turn.get("usage")
+    bits = []
+    if u:
+        cached = f" (cached {_num(u['cached_input_tokens'])})" if u["cached_input_tokens"] else ""
+        bits.append(f"in {_num(u['input_tokens'])}{cached}")
+        reasoning = f" (reasoning {_num(u['reasoning_tokens'])})" if u["reasoning_tokens"] else ""
+        bits.append(f"out {_num(u['output_tokens'])}{reasoning}")
+        bits.append(f"${u['cost_usd']:.5f}")
+    if turn.get("latency_seconds") is not None:
+        bits.append(f"latency {turn['latency_seconds']:.2f} s")
+    return " · ".join(bits)
+
+
+def _image(img: Mapping[str, Any], images: Mapping[str, str]) -> str:
+    path = img.get("path")
+    src = safe_image_url(img.get("data_url"))
+    if src is None and isinstance(path, str):
+        src = safe_image_url(images.get(path))
+    label = path if isinstance(path, str) else "inline image"
+    if src is None:
+        return f'<p class="muted">{esc(label)} (image not embedded: not kept with the trace)</p>'
+    return f'<img class="trace" alt="{esc(label)}" src="{src}">'
+
+
+def _arguments(name: str, args: Any) -> str:
+    if isinstance(args, Mapping) and isinstance(args.get("command"), str):
+        extra = {k: v for k, v in args.items() if k != "command"}
+        more = " ".join(f'<span class="badge">{esc(k)} {esc(v)}</span>' for k, v in extra.items())
+        return _pre(args["command"], label="command") + more
+    if isinstance(args, Mapping) and isinstance(args.get("code"), str):
+        return _pre(args["code"], label="code")
+    if args is None or args == {}:
+        return ""
+    return _pre(args, label="arguments")
+
+
+def _call_html(call: Mapping[str, Any], images: Mapping[str, str]) -> str:
+    badges = []
+    code = call.get("exit_code")
+    if code is not None:
+        badges.append(f'<span class="badge {"ok" if code == 0 else "bad"}">exit {esc(code)}</span>')
+    if call.get("ok") is False:
+        badges.append('<span class="badge bad">failed</span>')
+    if call.get("timed_out"):
+        badges.append('<span class="badge bad">timed out</span>')
+    if call.get("truncated"):
+        badges.append(
+            '<span class="badge warn trunc">output truncated by the harness '
+            "(as the model saw it)</span>"
+        )
+    if call.get("duration_seconds") is not None:
+        badges.append(f'<span class="badge">{call["duration_seconds"]:.2f} s</span>')
+    out = call.get("output")
+    if out:
+        output = _pre(out, label="output")
+    elif out is None:
+        output = '<p class="muted">(no output recorded)</p>'
+    else:
+        output = '<p class="muted">(empty output)</p>'
+    pics = "".join(_image(i, images) for i in call.get("images") or [])
+    return (
+        f'<div class="call tool-call" data-tool="{esc(call.get("name"))}">'
+        f'<div class="name">tool call → {esc(call.get("name"))} {"".join(badges)}</div>'
+        f"{_arguments(str(call.get('name')), call.get('arguments'))}{output}{pics}</div>"
+    )
+
+
+def _when(t: Any) -> str:
+    return f"t={t:.2f} s" if isinstance(t, int | float) else ""
+
+
+def _turn_html(turn: Mapping[str, Any], images: Mapping[str, str]) -> str:
+    retries = "".join(
+        f'<div class="retry infra-retry">model request retried ({esc(r.get("retry"))}): '
+        f"{esc(r.get('error'))}"
+        + (f" · waited {r['delay_seconds']:.2f} s" if r.get("delay_seconds") is not None else "")
+        + "</div>"
+        for r in turn.get("retries") or []
+    )
+    usage = _usage_line(turn)
+    head = (
+        f'<h3>Turn {turn["n"]} <span class="use">· {esc(_when(turn.get("t")))}'
+        f"{' · ' + esc(usage) if usage else ''}</span></h3>"
+    )
+    parts = [retries, head]
+    if turn.get("reasoning"):
+        parts.append(
+            f"<details><summary>reasoning</summary>{_pre(turn['reasoning'], fold=False)}</details>"
+        )
+    if turn.get("content"):
+        parts.append(f'<div class="say model-message">{esc(_clip(turn["content"]))}</div>')
+    elif not turn.get("tool_calls"):
+        parts.append('<p class="muted">(no message recorded for this turn)</p>')
+    for note in turn.get("notes") or []:
+        parts.append(f'<p class="bad">{esc(note)}</p>')
+    parts.extend(_call_html(c, images) for c in turn.get("tool_calls") or [])
+    return f'<section class="turn" id="turn-{turn["n"]}">{"".join(parts)}</section>'
+
+
+def _item_html(item: Mapping[str, Any], conv: Mapping[str, Any], images: Mapping[str, str]) -> str:
+    kind = item["kind"]
+    if kind == "turn":
+        return _turn_html(conv["turns"][item["turn"]], images)
+    when = esc(_when(item.get("t")))
+    if kind == "tool":
+        return (
+            f'<section class="ev tool"><h3>Action (no model turn) · {when}</h3>'
+            f"{_call_html(item, images)}</section>"
+        )
+    if kind == "submit":
+        return (
+            f'<section class="ev submit" id="submitted"><h3>Submitted · {when}</h3>'
+            f"<code>{esc(item.get('path'))}</code></section>"
+        )
+    if kind == "error":
+        return (
+            f'<section class="ev error"><h3><span class="bad">Error</span> · {when}</h3>'
+            f"{_pre(item.get('text'), label='error')}</section>"
+        )
+    if kind == "reminder":
+        return (
+            f'<section class="ev other"><h3>Harness reminder · {when}</h3>'
+            f"<p>{esc(item.get('text'))}</p></section>"
+        )
+    if kind == "retry":
+        return (
+            f'<section class="ev error"><h3>Model request failed · {when}</h3>'
+            f'<div class="retry infra-retry">{esc(item.get("error"))}</div></section>'
+        )
+    if kind == "image":
+        return f'<section class="ev image"><h3>Image · {when}</h3>{_image(item, images)}</section>'
+    fields = item.get("fields") or {}
+    return (
+        f'<section class="ev other"><h3>{esc(item.get("type"))} · {when}</h3>'
+        f"{_pre(fields, label='fields')}</section>"
+    )
+
+
+_USAGE_COLS = (
+    ("input_tokens", "input"),
+    ("cached_input_tokens", "cached"),
+    ("output_tokens", "output"),
+    ("reasoning_tokens", "reasoning"),
+    ("cost_usd", "cost (USD)"),
+)
+
+
+def _turns_table(conv: Mapping[str, Any], row: Mapping[str, Any] | None) -> str:
+    from dataspace.traces import usage_matches
+
+    turns = conv["turns"]
+    if not turns:
+        return ""
+    head = "".join(
+        f'<th class="n">{h}</th>'
+        for h in ("t (s)", "latency (s)", *(c[1] for c in _USAGE_COLS), "tool calls", "retries")
+    )
+    body = []
+    for t in turns:
+        u = t.get("usage") or {}
+        cells = [_num(t.get("t"), ".2f"), _num(t.get("latency_seconds"), ".2f")]
+        cells += [
+            _num(u.get(k), ".5f" if k == "cost_usd" else ",.0f") if u else "-"
+            for k, _ in _USAGE_COLS
+        ]
+        cells += [str(len(t.get("tool_calls") or [])), str(len(t.get("retries") or []))]
+        body.append(
+            f'<tr><td><a href="#turn-{t["n"]}">{t["n"]}</a></td>'
+            + "".join(f'<td class="n">{esc(c)}</td>' for c in cells)
+            + "</tr>"
+        )
+    tot = conv["totals"]
+    total_cells = ["", _num(tot["latency_seconds"], ".2f")] + [
+        _num(tot[k], ".5f" if k == "cost_usd" else ",.0f") for k, _ in _USAGE_COLS
+    ]
+    total_cells += [str(sum(len(t.get("tool_calls") or []) for t in turns)), ""]
+    body.append(
+        '<tr class="total" id="turns-total"><th>total</th>'
+        + "".join(f'<td class="n">{esc(c)}</td>' for c in total_cells)
+        + "</tr>"
+    )
+    if row:
+        row_cells = ["", _num(row.get("model_seconds"), ".2f")] + [
+            _num(row.get(k), ".5f" if k == "cost_usd" else ",.0f") for k, _ in _USAGE_COLS
+        ]
+        row_cells += [_num(row.get("tool_actions"), ".0f"), _num(row.get("model_retries"), ".0f")]
+        body.append(
+            '<tr class="muted" id="turns-row"><th>attempt row</th>'
+            + "".join(f'<td class="n">{esc(c)}</td>' for c in row_cells)
+            + "</tr>"
+        )
+    note = ""
+    differ = usage_matches(tot, row or {})
+    if differ:
+        note = (
+            f'<p class="note" id="usage-mismatch">The turns add up to other totals than the '
+            f"attempt's row for {', '.join(differ)} (a model call the trace did not "
+            "record).</p>"
+        )
+    return (
+        '<h2 id="usage">Usage and timing per turn</h2><div class="wrap"><table id="turns">'
+        f"<thead><tr><th>turn</th>{head}</tr></thead><tbody>{''.join(body)}</tbody></table>"
+        f"</div>{note}"
+    )
+
+
+def _grid(preview: Mapping[str, Any] | None, table_id: str) -> str:
+    if not preview:
+        return '<p class="muted">(none)</p>'
+    head = "".join(f"<th>{esc(h)}</th>" for h in preview.get("header") or [])
+    rows = "".join(
+        "<tr>" + "".join(f"<td>{esc(c)}</td>" for c in r) + "</tr>"
+        for r in preview.get("rows") or []
+    )
+    more = int(preview.get("row_count") or 0) - len(preview.get("rows") or [])
+    tail = f'<p class="muted">… and {more:,} more row(s)</p>' if more > 0 else ""
+    return (
+        f'<div class="wrap"><table id="{table_id}"><thead><tr>{head}</tr></thead>'
+        f"<tbody>{rows}</tbody></table></div>{tail}"
+    )
+
+
+def _verdict(row: Mapping[str, Any] | None) -> dict[str, Any] | None:
+    v = (row or {}).get("verdict")
+    if isinstance(v, str):
+        with contextlib.suppress(ValueError):
+            v = json.loads(v)
+    return v if isinstance(v, dict) else None
+
+
+def _answer_html(row: Mapping[str, Any] | None, conv: Mapping[str, Any]) -> str:
+    v = _verdict(row)
+    submitted = conv.get("submitted") or (row or {}).get("submitted_path")
+    if v is None:
+        sub = f"<code>{esc(submitted)}</code>" if submitted else "nothing"
+        return (
+            '<h2 id="answer">Answer</h2>'
+            f'<p id="prediction" class="muted">Submitted: {sub}. Not scored here (no '
+            "verdict: the release does not show its gold answers, or the attempt was "
+            "not scored), so the gold is not shown.</p>"
+        )
+    e = v.get("explanation") if isinstance(v.get("explanation"), dict) else None
+    outcome = (
+        '<span class="ok">correct</span>'
+        if v.get("passed")
+        else f'<span class="bad">incorrect</span> · <code>{esc(v.get("error_code"))}</code>'
+    )
+    why = ""
+    if e and e.get("summary"):
+        why = (
+            '<h3>Why (the evaluator\'s explanation)</h3><ul class="why" id="diagnosis">'
+            + "".join(f"<li>{esc(s)}</li>" for s in e["summary"])
+            + "</ul>"
+        )
+    elif v.get("error"):
+        why = f'<p id="diagnosis">{esc(v.get("error"))}</p>'
+    if e is None:
+        return f'<h2 id="answer">Answer</h2><p>{outcome}</p>{why}'
+    return (
+        f'<h2 id="answer">Answer: {outcome}</h2>{why}<div class="side">'
+        "<div><h3>Submitted prediction</h3>"
+        f"{_grid(e.get('prediction_preview'), 'prediction')}</div>"
+        f"<div><h3>Gold</h3>{_grid(e.get('gold_preview'), 'gold')}</div></div>"
+    )
 
 
 def render_trace(
@@ -193,457 +470,97 @@ def render_trace(
         run_meta: ``run.json`` when present.
         back_href: link back to the report.
         images: image path (as the trace names it) -> data URL, for images kept with the
-            attempt; only safe data URLs are kept.
+            attempt; only safe data URLs are used.
         notes: lines shown at the top (files that could not be read).
     """
+    from dataspace.traces import conversation, read_events
+
+    conv = conversation(read_events(events))
+    counts = conv["counts"]
     status = (row or {}).get("status") or (run_meta or {}).get("end_state") or ""
     passed = (row or {}).get("passed")
     verdict = ""
     if passed is True:
         verdict = '<span class="badge ok">correct</span>'
     elif passed is False:
-        verdict = '<span class="badge bad">incorrect</span>'
+        code = (row or {}).get("error_code")
+        verdict = '<span class="badge bad">incorrect</span>' + (
+            f'<span class="badge">{esc(code)}</span>' if code else ""
+        )
     back = f'<a id="back" href="{esc(back_href)}">← report</a> ' if back_href else ""
+    count_text = (
+        f"{counts['turns']} model turns · {counts['tool_calls']} tool calls · "
+        f"{counts['retries']} retries · {counts['events']} events"
+    )
     header = (
         f'<header class="top"><h1>{esc(title)}</h1><div class="sub">{back}{verdict}'
-        f'<span class="badge">{esc(status)}</span> <span id="counts"></span></div>'
-        "</header>"
+        f'<span class="badge">{esc(status)}</span> <span id="counts">{esc(count_text)}</span>'
+        "</div></header>"
     )
-    v = (row or {}).get("verdict")
-    if isinstance(v, str):
-        with contextlib.suppress(ValueError):
-            v = json.loads(v)
-    verdict_block = ""
-    if v:
-        verdict_block = (
-            "<details><summary>evaluator verdict</summary><pre>"
-            f"{esc(json.dumps(v, ensure_ascii=False, indent=1, default=str))}"
-            "</pre></details>"
-        )
     safe_images = {p: u for p, u in (images or {}).items() if safe_image_url(u)}
-    body = "".join(f'<p class="note">{esc(n)}</p>' for n in notes)
-    body += (
-        f"<h2>Attempt</h2>{summary_html(row, run_meta)}{verdict_block}"
-        '<div id="turns-section"></div><h2>Timeline</h2>'
-        '<noscript><p class="note">The timeline is drawn by the page\'s script; '
-        "enable JavaScript to see it.</p></noscript>"
-        '<div id="timeline"></div>'
-        '<script type="application/octet-stream" id="trace-events" '
-        f'data-encoding="zlib+base64">{pack_events(events)}</script>'
-        '<script type="application/json" id="trace-images">'
-        f"{script_json(json.dumps(safe_images))}</script>"
-        f"<script>{_VIEWER_JS_PAGE}</script>"
+    body = [f'<p class="note">{esc(n)}</p>' for n in notes]
+    failures = (run_meta or {}).get("infra_failures")
+    if isinstance(failures, list) and failures:
+        items = "".join(
+            f"<li><code>{esc(f.get('code') if isinstance(f, Mapping) else '')}</code> "
+            f"{esc(f.get('error') if isinstance(f, Mapping) else f)}</li>"
+            for f in failures
+        )
+        body.append(
+            f'<div class="fault" id="infra-faults"><b>Infrastructure faults before this try '
+            f"(each try was discarded and the attempt run again):</b><ol>{items}</ol></div>"
+        )
+    if status == "infra_failed" or (row or {}).get("error_code") == "infra_failed":
+        body.append(
+            '<div class="fault">This attempt ended in an infrastructure failure after its '
+            f"retries: {esc((row or {}).get('error'))}</div>"
+        )
+    body.append('<section id="question"><h2>Question</h2>')
+    q = conv.get("question")
+    body.append(
+        f'<div class="say">{esc(q)}</div>'
+        if q
+        else '<p class="muted">(the trace does not record the question)</p>'
     )
-    return page(title, body, header=header)
-
-
-VIEWER_JS = r"""
-(function () {
-  'use strict';
-  var SAFE_IMG = /^data:image\/(png|jpeg|jpg|gif|webp);base64,[A-Za-z0-9+\/=\s]+$/;
-  var MAX = 60000;
-  var root = document.getElementById('timeline');
-  var images = {};
-  try {
-    images = JSON.parse(document.getElementById('trace-images').textContent || '{}') || {};
-  } catch (e) { images = {}; }
-
-  function el(tag, cls, text) {
-    var e = document.createElement(tag);
-    if (cls) { e.className = cls; }
-    if (text !== undefined && text !== null) { e.textContent = String(text); }
-    return e;
-  }
-  function add(parent) {
-    for (var i = 1; i < arguments.length; i++) {
-      var c = arguments[i];
-      if (c) { parent.appendChild(c); }
-    }
-    return parent;
-  }
-  function isObj(v) { return v !== null && typeof v === 'object' && !Array.isArray(v); }
-  function num(v) { return typeof v === 'number' && isFinite(v); }
-  function str(v) {
-    if (typeof v === 'string') { return v; }
-    try { return JSON.stringify(v, null, 1); } catch (e) { return String(v); }
-  }
-  function clip(s) {
-    if (s.length <= MAX) { return s; }
-    var h = Math.floor(MAX * 2 / 3), t = MAX - h;
-    return s.slice(0, h) + '\n[... ' + (s.length - h - t) + ' characters omitted ...]\n' +
-      s.slice(s.length - t);
-  }
-  function pre(v, cls) { return el('pre', cls, clip(str(v))); }
-  function thousands(v) { return num(v) ? Math.round(v).toLocaleString('en-US') : '-'; }
-  function secs(v) { return num(v) ? v.toFixed(2) : '-'; }
-  function when(ev) { return num(ev.t) ? 't=' + ev.t.toFixed(2) + ' s' : 't=?'; }
-  function badge(text, cls) { return el('span', 'badge' + (cls ? ' ' + cls : ''), text); }
-
-  function kv(obj, skip) {
-    var table = el('table', 'kv'), any = false;
-    Object.keys(obj).forEach(function (k) {
-      if (skip && skip.indexOf(k) >= 0) { return; }
-      var v = obj[k], td = el('td');
-      if (typeof v === 'string' && v.length <= 200 && v.indexOf('\n') < 0) {
-        td.appendChild(el('code', null, v));
-      } else if (v === null || typeof v !== 'object') {
-        td.appendChild(el('code', null, JSON.stringify(v)));
-      } else {
-        td.appendChild(pre(v));
-      }
-      add(table, add(el('tr'), el('th', null, k), td));
-      any = true;
-    });
-    return any ? table : null;
-  }
-
-  function image(url, path) {
-    var src = null;
-    if (typeof url === 'string' && SAFE_IMG.test(url)) { src = url; }
-    if (!src && typeof path === 'string' && typeof images[path] === 'string' &&
-        SAFE_IMG.test(images[path])) { src = images[path]; }
-    var label = typeof path === 'string' ? path : 'inline image';
-    if (!src) {
-      return el('p', 'muted', label + ' (image not embedded: not kept with the trace)');
-    }
-    var img = el('img', 'trace');
-    img.alt = label;
-    img.src = src;
-    return img;
-  }
-
-  function content(c) {
-    var box = el('div');
-    if (c === null || c === undefined) { return null; }
-    if (typeof c === 'string') { return pre(c); }
-    if (Array.isArray(c)) {
-      c.forEach(function (part) {
-        if (isObj(part) && part.type === 'text') {
-          box.appendChild(pre(part.text === undefined ? '' : part.text));
-        } else if (isObj(part) && (part.type === 'image_url' || part.type === 'image')) {
-          var u = part.image_url;
-          if (isObj(u)) { u = u.url; }
-          box.appendChild(image(u || part.url, part.path));
-        } else {
-          box.appendChild(pre(part));
-        }
-      });
-      return box;
-    }
-    return pre(c);
-  }
-
-  function parseArgs(a) {
-    if (typeof a !== 'string') { return a; }
-    try { return JSON.parse(a); } catch (e) { return a; }
-  }
-
-  function toolCalls(calls) {
-    if (!Array.isArray(calls) || !calls.length) { return null; }
-    var box = el('div');
-    calls.forEach(function (call) {
-      if (!isObj(call)) { box.appendChild(pre(call)); return; }
-      var fn = isObj(call['function']) ? call['function'] : call;
-      var args = parseArgs(fn.arguments !== undefined ? fn.arguments : fn.input);
-      var line = add(el('div', 'msg'), el('span', 'role', 'tool call → ' + str(fn.name || '?')));
-      if (isObj(args) && typeof args.command === 'string' &&
-          Object.keys(args).every(function (k) { return k === 'command' || k === 'timeout'; })) {
-        line.appendChild(pre(args.command));
-        if (args.timeout !== undefined) { line.appendChild(badge('timeout ' + str(args.timeout))); }
-      } else if (args !== undefined) {
-        line.appendChild(pre(args));
-      }
-      box.appendChild(line);
-    });
-    return box;
-  }
-
-  function message(m) {
-    if (!isObj(m)) { return pre(m); }
-    var role = typeof m.role === 'string' ? m.role : '?';
-    var extra = m.tool_call_id ? ' (result of ' + str(m.name || m.tool_call_id) + ')' : '';
-    var box = add(el('div', 'msg'), el('span', 'role', role + extra), content(m.content),
-                  toolCalls(m.tool_calls));
-    if (role === 'tool') {
-      return add(el('details'), el('summary', null, 'tool result as the model saw it' + extra),
-                 box);
-    }
-    return box;
-  }
-
-  function replyOf(resp) {
-    if (isObj(resp) && Array.isArray(resp.choices) && resp.choices.length &&
-        isObj(resp.choices[0]) && resp.choices[0].message !== undefined) {
-      return resp.choices[0].message;
-    }
-    if (typeof resp === 'string') { return {role: 'assistant', content: resp}; }
-    return resp;
-  }
-
-  function same(a, b) {
-    if (!isObj(a) || !isObj(b)) { return false; }
-    return JSON.stringify([a.content, a.tool_calls]) === JSON.stringify([b.content, b.tool_calls]);
-  }
-
-  function pick(u, names) {
-    for (var i = 0; i < names.length; i++) {
-      var cur = u, parts = names[i].split('.');
-      for (var j = 0; j < parts.length && isObj(cur); j++) { cur = cur[parts[j]]; }
-      if (num(cur)) { return cur; }
-    }
-    return null;
-  }
-  function usageOf(ev) {
-    var u = isObj(ev.usage) ? ev.usage : {};
-    return {
-      input: pick(u, ['input_tokens', 'prompt_tokens']),
-      cached: pick(u, ['cached_input_tokens', 'cached_tokens',
-                       'prompt_tokens_details.cached_tokens']),
-      output: pick(u, ['output_tokens', 'completion_tokens']),
-      reasoning: pick(u, ['reasoning_tokens', 'completion_tokens_details.reasoning_tokens']),
-      cost: pick(u, ['cost_usd', 'cost'])
-    };
-  }
-  function usageLine(u, latency) {
-    var bits = [];
-    if (u.input !== null) {
-      var cached = u.cached ? ' (cached ' + thousands(u.cached) + ')' : '';
-      bits.push('in ' + thousands(u.input) + cached);
-    }
-    if (u.output !== null) {
-      bits.push('out ' + thousands(u.output) +
-                (u.reasoning ? ' (reasoning ' + thousands(u.reasoning) + ')' : ''));
-    }
-    if (u.cost !== null) { bits.push('$' + u.cost.toFixed(5)); }
-    if (num(latency)) { bits.push('latency ' + latency.toFixed(2) + ' s'); }
-    return bits.join(' · ');
-  }
-
-  var state = {turn: 0, seen: 0, last: null, turns: [], tools: 0, fallbacks: 0};
-
-  function card(cls, id, title) {
-    var sec = el('section', 'ev ' + cls);
-    sec.id = id;
-    var h = el('h3');
-    (Array.isArray(title) ? title : [title]).forEach(function (t) {
-      h.appendChild(typeof t === 'string' ? document.createTextNode(t) : t);
-    });
-    sec.appendChild(h);
-    return sec;
-  }
-
-  var handlers = {
-    model_call: function (ev, i) {
-      state.turn += 1;
-      var n = state.turn, u = usageOf(ev), reply = replyOf(ev.response);
-      var calls = isObj(reply) && Array.isArray(reply.tool_calls) ? reply.tool_calls.length : 0;
-      state.turns.push({turn: n, t: ev.t, latency: ev.latency, u: u, calls: calls});
-      var line = usageLine(u, ev.latency);
-      var sec = card('model', 'turn-' + n, 'Turn ' + n + ' · ' + when(ev) +
-                     (line ? ' · ' + line : ''));
-      var msgs = ev.messages;
-      if (Array.isArray(msgs)) {
-        var fresh, note = '';
-        if (msgs.length >= state.seen) { fresh = msgs.slice(state.seen); }
-        else { fresh = msgs; note = ' (the context was rewritten: all messages shown)'; }
-        if (fresh.length && state.last !== null && same(fresh[0], state.last)) {
-          fresh = fresh.slice(1);
-        }
-        state.seen = msgs.length;
-        if (fresh.length) {
-          var d = el('details');
-          if (n === 1) { d.open = true; }
-          d.appendChild(el('summary', null, 'input: ' + fresh.length + ' new message(s)' + note));
-          fresh.forEach(function (m) { d.appendChild(message(m)); });
-          sec.appendChild(d);
-        }
-      }
-      if (reply !== undefined && reply !== null) {
-        if (isObj(reply)) {
-          ['reasoning_content', 'reasoning'].forEach(function (k) {
-            if (typeof reply[k] === 'string' && reply[k].trim()) {
-              sec.appendChild(add(el('details'), el('summary', null, 'reasoning'), pre(reply[k])));
-            }
-          });
-          var r = {};
-          Object.keys(reply).forEach(function (k) { r[k] = reply[k]; });
-          if (typeof r.role !== 'string') { r.role = 'assistant'; }
-          sec.appendChild(message(r));
-        } else {
-          sec.appendChild(pre(reply));
-        }
-        state.last = reply;
-      }
-      if (ev.error) { sec.appendChild(el('p', 'bad', str(ev.error))); }
-      var rest = {};
-      Object.keys(ev).forEach(function (k) {
-        if (['t', 'type', 'messages', 'response', 'usage', 'latency', 'error'].indexOf(k) < 0) {
-          rest[k] = ev[k];
-        }
-      });
-      var more = kv(rest);
-      if (more) { sec.appendChild(add(el('details'), el('summary', null, 'more fields'), more)); }
-      return sec;
-    },
-    tool: function (ev, i) {
-      state.tools += 1;
-      var title = ['Tool ' + str(ev.name || 'tool') + ' · ' + when(ev) + ' '];
-      if (ev.exit_code !== undefined && ev.exit_code !== null) {
-        title.push(badge('exit ' + str(ev.exit_code), ev.exit_code === 0 ? 'ok' : 'bad'));
-      }
-      if (ev.timed_out) { title.push(badge('timed out', 'bad')); }
-      if (num(ev.duration)) { title.push(badge(ev.duration.toFixed(2) + ' s')); }
-      var sec = card('tool', 'ev-' + i, title);
-      if (ev.command !== undefined) { sec.appendChild(pre(ev.command)); }
-      if (ev.arguments !== undefined) {
-        sec.appendChild(toolCalls([{name: ev.name, arguments: ev.arguments}]));
-      }
-      ['stdout', 'stderr', 'output', 'observation'].forEach(function (s) {
-        if (ev[s]) {
-          var role = el('span', 'role' + (s === 'stderr' ? ' bad' : ''), s);
-          sec.appendChild(add(el('div', 'msg'), role, pre(ev[s])));
-        }
-      });
-      if (ev.data_url || typeof ev.image === 'string') {
-        sec.appendChild(image(ev.data_url, ev.image || ev.path));
-      }
-      var skip = ['t', 'type', 'name', 'command', 'arguments', 'exit_code', 'timed_out',
-                  'duration', 'stdout', 'stderr', 'output', 'observation', 'data_url', 'image'];
-      add(sec, kv(ev, skip));
-      return sec;
-    },
-    image: function (ev, i) {
-      var sec = card('image', 'ev-' + i, 'Image · ' + when(ev));
-      sec.appendChild(image(ev.data_url, ev.path));
-      add(sec, kv(ev, ['t', 'type', 'data_url']));
-      return sec;
-    },
-    submit: function (ev, i) {
-      return add(card('submit', 'ev-' + i, 'Submitted · ' + when(ev)), kv(ev, ['t', 'type']));
-    },
-    error: function (ev, i) {
-      var sec = card('error', 'ev-' + i, [el('span', 'bad', 'Error'), ' · ' + when(ev)]);
-      var text = ev.message !== undefined ? ev.message : ev.error;
-      sec.appendChild(pre(text === undefined ? '' : text));
-      add(sec, kv(ev, ['t', 'type', 'message', 'error']));
-      return sec;
-    }
-  };
-
-  function generic(ev, i) {
-    var label = isObj(ev) && ev.type !== undefined ? str(ev.type) : 'event';
-    var sec = card('other', 'ev-' + i, label + ' · ' + (isObj(ev) ? when(ev) : ''));
-    if (isObj(ev)) { add(sec, kv(ev, ['t', 'type'])); } else { sec.appendChild(pre(ev)); }
-    return sec;
-  }
-
-  function render(ev, i) {
-    var h = isObj(ev) && typeof ev.type === 'string' &&
-      Object.prototype.hasOwnProperty.call(handlers, ev.type) ? handlers[ev.type] : null;
-    if (h) {
-      try { return h(ev, i); } catch (e) {
-        state.fallbacks += 1;
-        var g = generic(ev, i);
-        g.setAttribute('data-fallback', String(e && e.message ? e.message : e));
-        return g;
-      }
-    }
-    return generic(ev, i);
-  }
-
-  function turnsTable() {
-    if (!state.turns.length) { return null; }
-    var table = el('table'), head = el('tr');
-    table.id = 'turns';
-    ['turn', 't (s)', 'latency (s)', 'input', 'cached', 'output', 'reasoning', 'cost (USD)',
-     'tool calls'].forEach(function (h, j) { head.appendChild(el('th', j ? 'n' : null, h)); });
-    add(table, add(el('thead'), head));
-    var body = el('tbody'), tot = {input: 0, cached: 0, output: 0, reasoning: 0, cost: 0};
-    state.turns.forEach(function (r) {
-      Object.keys(tot).forEach(function (k) { tot[k] += r.u[k] || 0; });
-      var a = el('a', null, String(r.turn));
-      a.href = '#turn-' + r.turn;
-      var tr = add(el('tr'), add(el('td'), a));
-      [secs(r.t), secs(r.latency), thousands(r.u.input), thousands(r.u.cached),
-       thousands(r.u.output), thousands(r.u.reasoning),
-       r.u.cost === null ? '-' : r.u.cost.toFixed(5), String(r.calls)]
-        .forEach(function (v) { tr.appendChild(el('td', 'n', v)); });
-      body.appendChild(tr);
-    });
-    var total = add(el('tr'), el('th', null, 'total'), el('td'), el('td'));
-    [thousands(tot.input), thousands(tot.cached), thousands(tot.output),
-     thousands(tot.reasoning), tot.cost.toFixed(5), '']
-      .forEach(function (v) { total.appendChild(el('td', 'n', v)); });
-    body.appendChild(total);
-    table.appendChild(body);
-    return add(el('div', 'wrap'), table);
-  }
-
-  function renderAll(raw) {
-    var count = 0;
-    raw.split('\n').forEach(function (line, k) {
-      if (!line.trim()) { return; }
-      var ev;
-      try { ev = JSON.parse(line); } catch (e) {
-        var sec = card('error', 'ev-' + count, 'Line ' + (k + 1) + ' is not JSON');
-        sec.appendChild(pre(line));
-        root.appendChild(sec);
-        count += 1;
-        return;
-      }
-      root.appendChild(render(ev, count));
-      count += 1;
-    });
-    if (!count) { root.appendChild(el('p', 'muted', 'No events were recorded for this attempt.')); }
-    var turns = turnsTable();
-    if (turns) {
-      add(document.getElementById('turns-section'), el('h2', null, 'Usage and timing per turn'),
-          turns);
-    }
-    document.getElementById('counts').textContent = count + ' events · ' + state.turn +
-      ' model turns · ' + state.tools + ' tool events';
-    document.body.setAttribute('data-fallbacks', String(state.fallbacks));
-    document.body.setAttribute('data-rendered', String(count));
-  }
-
-  function fail(message) {
-    root.appendChild(el('p', 'note', message));
-    document.body.setAttribute('data-rendered', 'failed');
-  }
-
-  // the log is embedded zlib-compressed and base64-encoded (see dataspace.report.trace)
-  var data = (document.getElementById('trace-events').textContent || '').replace(/\s+/g, '');
-  if (!data) {
-    renderAll('');
-  } else if (typeof DecompressionStream === 'undefined') {
-    fail('This browser cannot decompress the trace (no DecompressionStream); ' +
-         'open the page in a current browser.');
-  } else {
-    var bin = null;
-    try { bin = atob(data); } catch (e) { fail('The embedded trace is damaged.'); }
-    if (bin !== null) {
-      var bytes = new Uint8Array(bin.length);
-      for (var i = 0; i < bin.length; i++) { bytes[i] = bin.charCodeAt(i); }
-      var stream = new Blob([bytes]).stream().pipeThrough(new DecompressionStream('deflate'));
-      new Response(stream).text().then(renderAll, function (e) {
-        fail('The embedded trace could not be decompressed: ' + e);
-      });
-    }
-  }
-}());
-"""
-
-# what pages embed: the same script without indentation (only leading blanks go, line
-# breaks stay, so the code is unchanged)
-_VIEWER_JS_PAGE = "\n".join(line.strip() for line in VIEWER_JS.splitlines() if line.strip())
+    body.append("</section>")
+    if conv.get("system_prompt"):
+        body.append(
+            '<details id="system-prompt"><summary>system prompt '
+            f"({len(conv['system_prompt']):,} characters)</summary>"
+            f"{_pre(conv['system_prompt'], fold=False)}</details>"
+        )
+    elif conv.get("system_prompt_sha256"):
+        body.append(
+            f'<p class="muted">system prompt sha256 {esc(conv["system_prompt_sha256"])}</p>'
+        )
+    if conv.get("user_prompt"):
+        body.append(
+            '<details id="user-prompt"><summary>first user message</summary>'
+            f"{_pre(conv['user_prompt'], fold=False)}</details>"
+        )
+    body.append(_answer_html(row, conv))
+    body.append(_turns_table(conv, row))
+    body.append('<h2 id="conversation-head">Conversation</h2><div class="conv" id="conversation">')
+    if not conv["items"]:
+        body.append('<p class="muted">No events were recorded for this attempt.</p>')
+    body.extend(_item_html(item, conv, safe_images) for item in conv["items"])
+    body.append("</div>")
+    body.append(f"<h2>Attempt</h2>{summary_html(row, run_meta)}")
+    v = _verdict(row)
+    if v:
+        shown = {k: x for k, x in v.items() if k != "explanation"}
+        body.append(
+            "<details><summary>evaluator verdict (official fields)</summary><pre>"
+            f"{esc(json.dumps(shown, ensure_ascii=False, indent=1, default=str))}</pre></details>"
+        )
+    html = page(title, "".join(body), header=header)
+    return html.replace("</style>", TRACE_STYLE + "</style>", 1)
 
 
 __all__ = [
-    "VIEWER_JS",
+    "SUMMARY_KEYS",
     "image_paths",
-    "pack_events",
     "render_trace",
     "safe_image_url",
-    "script_json",
     "summary_html",
 ]

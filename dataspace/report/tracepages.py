@@ -38,7 +38,7 @@ logger = logging.getLogger(__name__)
 
 TraceMode = Literal["new", "all", "none"]
 TRACE_MODES: tuple[str, ...] = ("new", "all", "none")
-TRACE_FORMAT = "3"
+TRACE_FORMAT = "4"
 TRACES_DIR = "report/traces"
 THREADS = 8
 MAX_PROCESSES = 4
@@ -225,8 +225,8 @@ def start_trace_pages(
     fields = [c for c in ROW_FIELDS if c in df.columns]
     phase_cols = [c for c in df.columns if c.startswith("phase_")]
     rows = df[fields + phase_cols].to_dict("records") if mode != "none" else []
-    cols = ["run_id", "agent", "task_id", "attempt", "label", "passed", "status"]
-    for i, (run_id, agent, task, n, label, passed, status) in enumerate(
+    cols = ["run_id", "agent", "task_id", "attempt", "label", "passed", "status", "error_code"]
+    for i, (run_id, agent, task, n, label, passed, status, code) in enumerate(
         df[cols].itertuples(index=False)
     ):
         folder = f"attempts/{agent}/{task}/{int(n)}"
@@ -253,6 +253,7 @@ def start_trace_pages(
                 passed=None if is_missing(passed) else bool(passed),
                 status=str(status),
                 href=href,
+                error_code=None if is_missing(code) else str(code),
             )
         )
     for v in cells.values():
@@ -296,7 +297,7 @@ def _process_count(runs: Sequence[RunData], out: OutFolder, n_jobs: int) -> int:
 
 
 def _in_subprocess(jobs: Sequence[_Job], out: OutFolder, report_key: str) -> list[str]:
-    """Render a batch in a fresh interpreter (``python -m dataspace.report._worker``).
+    """Render a batch in a fresh interpreter (``python -m dataspace.report.tracepages``).
 
     A fresh interpreter, not ``multiprocessing``: the caller's main module is never
     re-imported and nothing is forked from a process that may run threads. If the worker
@@ -314,7 +315,7 @@ def _in_subprocess(jobs: Sequence[_Job], out: OutFolder, report_key: str) -> lis
     env["PYTHONPATH"] = root + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
     try:
         proc = subprocess.run(
-            [sys.executable, "-m", "dataspace.report._worker"],
+            [sys.executable, "-m", "dataspace.report.tracepages"],
             input=pickle.dumps((list(jobs), out, report_key)),
             capture_output=True,
             env=env,
@@ -434,6 +435,22 @@ def _image(source: RunSource, job: _Job, path: str) -> str | None:
     return f"data:{IMAGE_TYPES[ext]};base64,{base64.b64encode(data).decode()}"
 
 
+def _worker_main() -> int:
+    """The worker process: a pickled ``(jobs, out_folder, report_key)`` batch on stdin.
+
+    Writes the pages and answers with the pickled list of problems on stdout. Started only
+    by :func:`_in_subprocess`, with batches it made itself.
+    """
+    import pickle
+    import sys
+
+    jobs, out, report_key = pickle.load(sys.stdin.buffer)
+    problems = render_pages(jobs, out, report_key)
+    sys.stdout.buffer.write(pickle.dumps(problems))
+    sys.stdout.buffer.flush()
+    return 0
+
+
 __all__ = [
     "TRACE_FORMAT",
     "TRACE_MODES",
@@ -447,3 +464,12 @@ __all__ = [
     "trace_key",
     "trace_mode",
 ]
+
+
+if __name__ == "__main__":
+    import sys
+
+    # unpickled jobs name this module by its import name, so render with that one
+    from dataspace.report import tracepages
+
+    sys.exit(tracepages._worker_main())

@@ -23,6 +23,7 @@ from typing import Any
 from dataspace.errors import InfrastructureError, SandboxError, StoreError
 from dataspace.runs.layout import RunLayout
 from dataspace.runs.spec import AgentSpec, LimitsSpec, SandboxConfig
+from dataspace.traces import TRACE_SCHEMA
 
 logger = logging.getLogger(__name__)
 
@@ -72,11 +73,13 @@ def run_attempt(req: AttemptRequest) -> dict[str, Any]:
     events = EventLog(workdir / "events.jsonl")
     events.emit(
         "attempt_start",
+        schema=TRACE_SCHEMA,
         task=req.task_id,
         agent=req.agent.name,
         attempt=req.attempt,
         try_index=req.try_index,
         key=req.key,
+        question=task.question,
     )
     sandbox = None
     sandbox_info: dict[str, Any] = {}
@@ -309,13 +312,21 @@ def _score(
         pred = Path(tmp) / "prediction.csv"  # absent file -> missing_prediction
         if prediction is not None:
             shutil.copyfile(prediction, pred)
+        config = release.config(task_id)
         verdict = evaluator.evaluate_task(
             task_id=task_id,
             prediction_path=pred,
             gold_path=release.gold_path(task_id),
-            config=release.config(task_id),
+            config=config,
         )
-    out = verdict.to_dict()
+        out = verdict.to_dict()
+        # beside the official verdict, never instead of it: why it failed, with previews
+        out["explanation"] = evaluator.explain_files(
+            prediction_path=pred,
+            gold_path=release.gold_path(task_id),
+            config=config,
+            verdict=verdict,
+        )
     if problem and prediction is None:
         out["submission_problem"] = problem
     return out

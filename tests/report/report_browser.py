@@ -233,6 +233,14 @@ class Page:
             raise RuntimeError(f"{expression}: {res['exceptionDetails']}")
         return res["result"].get("value")
 
+    def set_viewport(self, width: int, height: int = 900) -> None:
+        """Lay the page out as on a screen ``width`` CSS pixels wide."""
+        self.b.send(
+            "Emulation.setDeviceMetricsOverride",
+            {"width": width, "height": height, "deviceScaleFactor": 1, "mobile": False},
+            session=self.session,
+        )
+
     def screenshot(self, path: str, *, max_height: int = 5000) -> None:
         metrics = self.b.send("Page.getLayoutMetrics", session=self.session)
         size = metrics.get("cssContentSize") or metrics["contentSize"]

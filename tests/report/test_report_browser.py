@@ -16,99 +16,86 @@ import pytest
 import report_browser
 
 from dataspace.report import build_report
-from dataspace.report.synthetic import SAMPLE_PNG_URL, default_agents, write_synthetic_run
 from dataspace.store import open_store
+from dataspace.testing.synthetic import (
+    SAMPLE_PNG_URL,
+    SyntheticAgent,
+    default_agents,
+    write_synthetic_run,
+)
 
 pytestmark = pytest.mark.integration
 
 BREAKOUT = "echo '</script><script>window.__pwned=2</script>'"
 HOSTILE_EVENTS = [
-    {"t": 0.0, "type": "attempt_start", "task": "task_1"},
+    {
+        "t": 0.0,
+        "type": "attempt_start",
+        "schema": "dataspace.trace/1",
+        "task": "task_1",
+        "question": '<img src=x onerror="window.__pwned=1"> which cities?',
+    },
+    {
+        "t": 0.1,
+        "type": "agent_start",
+        "harness": "dataspace-agent",
+        "system_prompt": "You are a data agent. </details></pre><script>window.__pwned=7</script>",
+    },
     {
         "t": 0.5,
         "type": "model_call",
-        "latency": 0.4,
-        "messages": [
-            {"role": "system", "content": "You are a data agent."},
-            {
-                "role": "user",
-                "content": [
-                    {"type": "text", "text": '<img src=x onerror="window.__pwned=1">'},
-                    {"type": "image_url", "image_url": {"url": SAMPLE_PNG_URL}},
-                ],
-            },
+        "input_tokens": 1200,
+        "cached_input_tokens": 1000,
+        "output_tokens": 80,
+        "reasoning_tokens": 30,
+        "cost_usd": 0.0021,
+        "latency_seconds": 0.4,
+    },
+    {
+        "t": 0.5,
+        "type": "model_turn",
+        "turn": 1,
+        "content": None,
+        "reasoning": "think </script> first",
+        "tool_calls": [
+            {"id": "c1", "name": "bash", "arguments": json.dumps({"command": BREAKOUT})}
         ],
-        "response": {
-            "choices": [
-                {
-                    "message": {
-                        "role": "assistant",
-                        "content": None,
-                        "reasoning_content": "think </script> first",
-                        "tool_calls": [
-                            {
-                                "id": "c1",
-                                "type": "function",
-                                "function": {
-                                    "name": "bash",
-                                    "arguments": json.dumps({"command": BREAKOUT}),
-                                },
-                            }
-                        ],
-                    }
-                }
-            ]
-        },
-        "usage": {
-            "prompt_tokens": 1200,
-            "completion_tokens": 80,
-            "prompt_tokens_details": {"cached_tokens": 1000},
-            "completion_tokens_details": {"reasoning_tokens": 30},
-        },
     },
     {
         "t": 1.0,
-        "type": "tool",
-        "name": "bash",
-        "command": "echo hi",
-        "exit_code": 0,
-        "stdout": "</script><script>window.__pwned=3</script>",
-        "stderr": "<!-- <script>",
-        "duration": 0.2,
-        "timed_out": False,
+        "type": "tool_result",
+        "tool_call_id": "c1",
+        "tool": "bash",
+        "result": {
+            "exit_code": 0,
+            "stdout": "</script><script>window.__pwned=3</script>",
+            "stderr": "<!-- <script>",
+            "timed_out": True,
+            "stdout_truncated": True,
+        },
     },
     {
         "t": 1.2,
         "type": "image",
+        "tool_call_id": "c1",
         "path": "/output/page.png",
         "data_url": "javascript:window.__pwned=4",
     },
     {"t": 1.3, "type": "image", "data_url": SAMPLE_PNG_URL, "path": "/output/ok.png"},
+    {"t": 1.4, "type": "model_retry", "retry": 1, "error": "HTTP 503 <b>busy</b>"},
     {
         "t": 1.5,
         "type": "model_call",
-        "messages": [{"role": "user", "content": "rewritten"}],
-        "response": "a plain string reply",
-        "usage": {"input_tokens": 10, "output_tokens": 2, "cost_usd": 0.001},
+        "input_tokens": 10,
+        "output_tokens": 2,
+        "cost_usd": 0.001,
+        "latency_seconds": 0.1,
     },
-    {
-        "t": 1.6,
-        "type": "model_call",
-        "response": {
-            "role": "assistant",
-            "content": [{"type": "text", "text": "parts"}, {"type": "weird", "x": [1, 2]}],
-        },
-    },
+    {"t": 1.5, "type": "model_turn", "turn": 2, "content": "a plain string reply"},
+    {"t": 1.6, "type": "model_turn", "turn": 3, "content": ["parts", {"weird": [1, 2]}]},
     {"t": 2.0, "type": "__proto__", "value": {"nested": ["<b>not bold</b>"]}},
     {"t": 2.1, "type": "constructor"},
     {"t": 2.2, "type": 5},
-    {
-        "type": "tool",
-        "name": "view_image",
-        "arguments": {"path": "/output/ok.png"},
-        "exit_code": 1,
-        "timed_out": True,
-    },
     {"t": 2.5, "type": "error", "message": "boom <script>window.__pwned=5</script>"},
     {"t": 3.0, "type": "submit", "path": "/output/prediction.csv"},
     {"t": 3.1, "type": "brand_new_event", "payload": {"deep": {"er": [None, True, 1.5]}}},
@@ -192,12 +179,11 @@ def test_report_loads_clean_with_tables_figures_and_trace_links(browser, report,
     # follow a link from the report to a trace page and back
     href = page.eval("document.querySelector('a.att').href")
     load = page.goto(href)
-    assert int(page.wait_for("document.body.dataset.rendered")) > 5
     _assert_clean(page.settle(load))
-    assert page.eval("document.body.dataset.fallbacks") == "0"
-    assert page.eval("document.querySelectorAll('#turns tbody tr').length") >= 2
-    assert page.eval("document.querySelectorAll('section.ev.model').length") >= 1
-    assert page.eval("document.querySelectorAll('section.ev.tool').length") >= 1
+    assert page.eval("document.querySelectorAll('#turns tbody tr').length") >= 3
+    assert page.eval("document.querySelectorAll('section.turn').length") >= 1
+    assert page.eval("document.querySelectorAll('.tool-call').length") >= 1
+    assert "Which cities" in page.eval("document.getElementById('question').textContent")
     page.screenshot(str(shots / "trace.png"))
     back = page.eval("document.getElementById('back').href")
     assert back == (out / "report.html").as_uri()
@@ -207,36 +193,103 @@ def test_a_hostile_trace_renders_as_text(browser, report, tmp_path):
     _res, out = report
     page = browser.new_page()
     load = page.goto((out / "report/traces/web/model-1/task_1-1.html").as_uri())
-    page.wait_for("document.body.dataset.rendered")
     _assert_clean(page.settle(load))
     assert page.eval("typeof window.__pwned") == "undefined"
-    assert page.eval("document.querySelectorAll('script').length") == 3  # our own only
-    assert page.eval("document.getElementById('trace-events').dataset.encoding") == "zlib+base64"
-    assert page.eval("document.querySelectorAll('#timeline b').length") == 0
-    n_lines = len(HOSTILE_EVENTS) + len(RAW_TAIL)
-    assert page.eval("document.body.dataset.rendered") == str(n_lines)
-    assert page.eval("document.body.dataset.fallbacks") == "0"
-    text = page.eval("document.getElementById('timeline').textContent")
+    assert page.eval("document.querySelectorAll('script').length") == 0  # the page needs none
+    assert page.eval("document.querySelectorAll('#conversation b').length") == 0
+    text = page.eval("document.body.textContent")
     for needle in (
         "window.__pwned=1",
         "window.__pwned=2",
         "window.__pwned=3",
         "window.__pwned=5",
         "window.__pwned=6",
+        "window.__pwned=7",
         "brand_new_event",
         "a plain string reply",
-        "context was rewritten",
         "not bold",
         "timed out",
-        f"Line {len(HOSTILE_EVENTS) + 1} is not JSON",
+        "output truncated by the harness",
+        "HTTP 503 <b>busy</b>",
+        "this line is not JSON",
     ):
         assert needle in text, needle
     srcs = page.eval("Array.from(document.querySelectorAll('img')).map(i => i.src)")
-    assert len(srcs) == 2 and all(s.startswith("data:image/png;base64,") for s in srcs)
-    assert page.eval("document.querySelectorAll('#turns tbody tr').length") == 4  # 3 + total
+    assert len(srcs) == 1 and srcs[0].startswith("data:image/png;base64,")
+    assert page.eval("document.querySelectorAll('section.turn').length") == 3
+    assert page.eval("document.querySelectorAll('#turns tbody tr').length") == 5  # 3+total+row
     cells = page.eval(
         "Array.from(document.querySelectorAll('#turns tbody tr')[0].cells).map(c => c.textContent)"
     )
     assert cells[3:7] == ["1,200", "1,000", "80", "30"]
+    assert page.eval("document.querySelectorAll('.infra-retry').length") == 1
     shots = _shots() or tmp_path
     page.screenshot(str(shots / "trace-hostile.png"))
+
+
+@pytest.fixture(scope="module")
+def wide_report(tmp_path_factory):
+    """Eleven agents over 30 tasks compared with two agents over 12: a laptop-sized report."""
+    root = tmp_path_factory.mktemp("wide-store")
+    store = open_store(str(root), fsync=False)
+    write_synthetic_run(store, "wide", agents=default_agents(11), tasks=30, seed=11)
+    write_synthetic_run(
+        store,
+        "other",
+        agents=[SyntheticAgent(name="late-agent", model="other/model", skill=0.4)],
+        tasks=12,
+        seed=12,
+    )
+    out = root / "out"
+    res = build_report(
+        [str(root / "runs" / "wide"), str(root / "runs" / "other")], out=str(out), traces="none"
+    )
+    return res, out
+
+
+def test_report_fits_a_laptop_screen_and_breaks_failures_down(browser, wide_report, tmp_path):
+    res, out = wide_report
+    page = browser.new_page()
+    page.set_viewport(1400)
+    load = page.settle(page.goto((out / "report.html").as_uri()))
+    _assert_clean(load)
+    page.eval("document.querySelectorAll('details').forEach(d => d.open = true)")
+    wide = page.eval(
+        "Array.from(document.querySelectorAll('.wrap')).filter(w => w.scrollWidth > "
+        "w.clientWidth + 1).map(w => w.querySelector('table').id)"
+    )
+    assert wide == [], wide
+    assert page.eval("document.documentElement.scrollWidth") <= 1400
+    # failures by error code, one row per agent, codes as columns
+    heads = page.eval(
+        "Array.from(document.querySelectorAll('#t-failures th')).map(t => t.textContent)"
+    )
+    assert heads[:3] == ["agent", "scored", "incorrect"] and "relation mismatch" in heads
+    assert page.eval("document.querySelectorAll('#t-failures tbody tr').length") == 12
+    fail = res.data["failures"]
+    assert (
+        fail["incorrect"] == fail.drop(columns=["label", "scored", "incorrect"]).sum(axis=1)
+    ).all()
+    # different task sets: a warning, and the comparisons on the common tasks only
+    notes = page.eval("Array.from(document.querySelectorAll('p.note')).map(p => p.textContent)")
+    assert any("different task sets" in n and "12 tasks common" in n for n in notes), notes
+    assert set(res.data["pareto"]["label"]) == set(res.data["accuracy"]["label"])
+    # the per-task table: characteristics and error-code marks per attempt
+    assert page.eval("document.querySelectorAll('#per-task tbody tr').length") == 30
+    marks = page.eval(
+        "Array.from(document.querySelectorAll('#per-task .att.bad')).map(a => a.title)"
+    )
+    assert marks and all("attempt 1:" in m for m in marks)
+    assert any("relation_mismatch" in m for m in marks)
+    shots = _shots() or tmp_path
+    page.screenshot(str(shots / "report-wide.png"), max_height=9000)
+
+
+def test_one_agent_gets_no_comparison_plots(tmp_path):
+    store = open_store(str(tmp_path), fsync=False)
+    write_synthetic_run(store, "solo", agents=default_agents(1), tasks=8, seed=4)
+    res = build_report([str(tmp_path / "runs" / "solo")], traces="none")
+    assert "pareto" not in res.figures and "spread" not in res.figures
+    assert "accuracy" in res.figures
+    html = (tmp_path / "runs" / "solo" / "report.html").read_text(encoding="utf-8")
+    assert "it takes two or more agents" in html

@@ -12,9 +12,9 @@ import pytest
 from dataspace.errors import ConfigError
 from dataspace.report import build_from_sources, build_report, report_main, write_basic_report
 from dataspace.report.load import RunSource
-from dataspace.report.synthetic import SyntheticAgent, default_agents, write_synthetic_run
 from dataspace.runs.results import rows_to_parquet
 from dataspace.store import open_store
+from dataspace.testing.synthetic import SyntheticAgent, default_agents, write_synthetic_run
 
 TABLES = {
     "accuracy",
@@ -27,6 +27,8 @@ TABLES = {
     "overlap_agents",
     "spread",
     "pareto",
+    "failures",
+    "harnesses",
     "per_task",
     "pass_at_k",
     "harnesses",  # the synthetic run has models under several harnesses

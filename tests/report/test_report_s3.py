@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 
 from dataspace.report import build_report
-from dataspace.report.synthetic import default_agents, write_synthetic_run
 from dataspace.store import open_store
+from dataspace.testing.synthetic import default_agents, write_synthetic_run
 
 pytestmark = pytest.mark.s3
 

@@ -1,4 +1,4 @@
-"""A synthetic run for tests, examples and benchmarks of reports.
+"""A synthetic run for tests, examples and benchmarks of reports (no agent runs).
 
 ``write_synthetic_run`` writes what a real run leaves in a store (``results.parquet``,
 ``summary.json`` and, per attempt, ``events.jsonl``, ``run.json`` and ``result.json``)
@@ -135,72 +135,114 @@ def task_metadata(rng: random.Random, i: int) -> dict[str, Any]:
     }
 
 
+QUESTION = "Which cities have more than 200000 inhabitants? Return city and population."
+SYSTEM_PROMPT = (
+    "You are a data agent. Work in /workspace, write /output/prediction.csv and submit it."
+)
+FAILURE_CODES = (
+    "relation_mismatch",
+    "relation_mismatch",
+    "row_count_mismatch",
+    "type_normalization_failed",
+    "column_count_mismatch",
+)
+
+
+def _split(total: float, parts: int, *, whole: bool = True) -> list[float]:
+    """``total`` in ``parts`` shares that add up to it exactly."""
+    if parts <= 0:
+        return []
+    if whole:
+        each = int(total) // parts
+        return [float(each)] * (parts - 1) + [float(int(total) - each * (parts - 1))]
+    share = round(total / parts, 9)
+    return [share] * (parts - 1) + [round(total - share * (parts - 1), 9)]
+
+
 def _events(rng: random.Random, row: Mapping[str, Any], task: str) -> list[dict[str, Any]]:
+    """A trace in the schema of ``dataspace.traces`` whose usage adds up to the row's."""
+    from dataspace.traces import TRACE_SCHEMA
+
     turns = int(row["model_turns"])
     t = 0.0
     ev: list[dict[str, Any]] = [
         {
             "t": 0.0,
             "type": "attempt_start",
+            "schema": TRACE_SCHEMA,
             "task": task,
             "agent": row["agent"],
             "attempt": row["attempt"],
-        }
-    ]
-    messages: list[dict[str, Any]] = [
-        {
-            "role": "system",
-            "content": "You are a data agent. Work in /workspace, write "
-            "/output/prediction.csv and submit it.",
+            "question": QUESTION,
         },
         {
-            "role": "user",
-            "content": f"Task {task}: which cities have more than 200000 "
-            "inhabitants? Return city and population.",
+            "t": 0.01,
+            "type": "agent_start",
+            "harness": row["harness"],
+            "model": row["model"],
+            "system_prompt": SYSTEM_PROMPT,
+            "user_prompt": f"Task {task}: {QUESTION}",
         },
     ]
-    per_in = int(row["input_tokens"]) // max(turns, 1)
-    per_out = int(row["output_tokens"]) // max(turns, 1)
-    per_cost = float(row["cost_usd"]) / max(turns, 1)
+    shares = {
+        k: _split(float(row[k]), turns, whole=k != "cost_usd")
+        for k in ("input_tokens", "cached_input_tokens", "output_tokens", "reasoning_tokens")
+    }
+    shares["cost_usd"] = _split(float(row["cost_usd"]), turns, whole=False)
     for k in range(turns):
         latency = round(rng.uniform(0.5, 4.0), 3)
         t += latency
+        if k == 3:
+            ev.append(
+                {
+                    "t": round(t - latency, 3),
+                    "type": "model_retry",
+                    "retry": 1,
+                    "error": "HTTP 429: rate limited",
+                    "delay_seconds": 0.5,
+                    "request_seconds": 0.1,
+                }
+            )
         last = k == turns - 1
         cmd = "ls -la /workspace" if k == 0 else f"python3 /output/step_{k}.py"
         name = "submit_answer" if last and row["status"] == "submitted" else "bash"
         args = {"path": "/output/prediction.csv"} if name == "submit_answer" else {"command": cmd}
-        call = {
-            "id": f"call_{k}",
-            "type": "function",
-            "function": {"name": name, "arguments": json.dumps(args)},
-        }
-        reply = {
-            "role": "assistant",
-            "content": f"Step {k + 1}: inspecting the data.",
-            "tool_calls": [call],
-        }
         ev.append(
             {
                 "t": round(t, 3),
                 "type": "model_call",
-                "messages": list(messages),
-                "response": reply,
-                "latency": latency,
-                "usage": {
-                    "input_tokens": per_in,
-                    "cached_input_tokens": per_in // 2,
-                    "output_tokens": per_out,
-                    "reasoning_tokens": per_out // 3,
-                    "cost_usd": round(per_cost, 6),
-                },
+                "model": row["model"],
+                **{f: int(v[k]) if f != "cost_usd" else v[k] for f, v in shares.items()},
+                "latency_seconds": latency,
+                "retries": 1 if k == 3 else 0,
             }
         )
-        messages.append(reply)
-        if name == "submit_answer":
-            ev.append({"t": round(t, 3), "type": "submit", "path": "/output/prediction.csv"})
-            break
+        ev.append(
+            {
+                "t": round(t, 3),
+                "type": "model_turn",
+                "turn": k + 1,
+                "content": f"Step {k + 1}: inspecting the data.",
+                "tool_calls": [{"id": f"call_{k}", "name": name, "arguments": json.dumps(args)}],
+                "finish_reason": "tool_calls",
+            }
+        )
         dur = round(rng.uniform(0.05, 2.0), 3)
         t += dur
+        if name == "submit_answer":
+            ev.append(
+                {
+                    "t": round(t, 3),
+                    "type": "tool_result",
+                    "action": k + 1,
+                    "tool_call_id": f"call_{k}",
+                    "tool": name,
+                    "arguments": json.dumps(args),
+                    "result": {"ok": True, "accepted": True},
+                }
+            )
+            ev.append({"t": round(t, 3), "type": "submit", "path": "/output/prediction.csv"})
+            break
         out = (
             "city,population\nLyon,522000\nGraz,291000\n"
             if k
@@ -209,22 +251,29 @@ def _events(rng: random.Random, row: Mapping[str, Any], task: str) -> list[dict[
         ev.append(
             {
                 "t": round(t, 3),
-                "type": "tool",
-                "name": "bash",
-                "command": cmd,
-                "exit_code": 0,
-                "stdout": out,
-                "stderr": "",
-                "duration": dur,
-                "timed_out": False,
+                "type": "tool_result",
+                "action": k + 1,
+                "tool_call_id": f"call_{k}",
+                "tool": "bash",
+                "arguments": json.dumps(args),
+                "result": {
+                    "ok": True,
+                    "exit_code": 0,
+                    "stdout": out,
+                    "stderr": "",
+                    "timed_out": False,
+                    "duration_seconds": dur,
+                    "stdout_truncated": False,
+                    "stderr_truncated": False,
+                },
             }
         )
-        messages.append({"role": "tool", "tool_call_id": f"call_{k}", "content": out})
         if k == 1:
             ev.append(
                 {
                     "t": round(t, 3),
                     "type": "image",
+                    "tool_call_id": f"call_{k}",
                     "path": "/output/page_1.png",
                     "data_url": SAMPLE_PNG_URL,
                 }
@@ -235,6 +284,24 @@ def _events(rng: random.Random, row: Mapping[str, Any], task: str) -> list[dict[
         ev.append({"t": round(t, 3), "type": "error", "message": "harness raised ValueError"})
     ev.append({"t": round(t, 3), "type": "harness_note", "detail": {"kept": True}})
     return ev
+
+
+def _verdict(passed: bool, code: str | None) -> dict[str, Any]:
+    gold = {"header": ["city", "population"], "rows": [["Lyon", "522000"]], "row_count": 2}
+    pred = {"header": ["city", "population"], "rows": [["Lyon", "522000"]], "row_count": 1}
+    return {
+        "passed": passed,
+        "error_code": code,
+        "explanation": {
+            "error_code": code,
+            "summary": ["The prediction equals the gold relation."]
+            if passed
+            else ["1 gold row(s) have no equal prediction row."],
+            "near_misses": [],
+            "gold_preview": gold,
+            "prediction_preview": gold if passed else pred,
+        },
+    }
 
 
 def synthetic_rows(
@@ -300,6 +367,7 @@ def _row(
             "passed": False,
             "error": "sandbox died",
             "infra_retries": 2,
+            "error_code": None,
             "verdict": None,
         }
     phases = {
@@ -311,11 +379,14 @@ def _row(
         "evaluation": rng.uniform(0.005, 0.05),
         "upload": rng.uniform(0.01, 0.3),
     }
+    code = None
+    if not passed:
+        code = rng.choice(FAILURE_CODES) if status == "submitted" else "missing_prediction"
     return {
         **base,
         "status": status,
         "passed": passed,
-        "error_code": None if passed else "value_mismatch",
+        "error_code": code,
         "error": "harness raised ValueError" if status == "runtime_error" else None,
         "infra_retries": 1 if rng.random() < 0.02 else 0,
         "input_tokens": inp,
@@ -329,7 +400,7 @@ def _row(
         "working_seconds": wall * 0.9,
         **{f"phase_{k}_seconds": v for k, v in phases.items()},
         "sandbox_enforcement": "cgroup",
-        "verdict": {"passed": passed, "error_code": None if passed else "value_mismatch"},
+        "verdict": _verdict(passed, code),
     }
 
 
