@@ -57,13 +57,18 @@ def main() -> int:
         from dataspace_baselines.harnesses.grok_build import build_grok_build
 
         model = ExperimentModelConfig(
-            key="mimo-v2.5", model="xiaomi/mimo-v2.5", api_key_env="AI_GATEWAY_API_KEY",
+            key="mimo-v2.5",
+            model="xiaomi/mimo-v2.5",
+            api_key_env="AI_GATEWAY_API_KEY",
             openai_base_url="https://ai-gateway.vercel.sh/v1",
             anthropic_base_url="https://ai-gateway.vercel.sh",
-            max_output_tokens=32768, context_window=262144,
+            max_output_tokens=32768,
+            context_window=262144,
         )
         cfg = HarnessExperimentConfig(
-            model=model, wall_time_seconds=1800, concurrency=1,
+            model=model,
+            wall_time_seconds=1800,
+            concurrency=1,
             workbench=DataWorkbenchConfig(image="dataspace-workbench:1.0", rootfs_path=rootfs),
             harnesses={},
         )
@@ -72,9 +77,15 @@ def main() -> int:
         for key, build, opts in (
             ("codex", build_codex, {"version": "0.145.0", "wire_api": "responses"}),
             ("claude-code", build_claude_code, {"version": "2.1.217"}),
-            ("grok-build", build_grok_build, {"version": "0.2.106",
-                                               "api_backend": "chat_completions",
-                                               "normalize_finish_reasons": True}),
+            (
+                "grok-build",
+                build_grok_build,
+                {
+                    "version": "0.2.106",
+                    "api_backend": "chat_completions",
+                    "normalize_finish_reasons": True,
+                },
+            ),
         ):
             runner = build(cfg, HarnessConfig(key=key, options=opts))
             run_root = t / "runs" / key
@@ -84,7 +95,8 @@ def main() -> int:
             home = run_root / "runtime" / "home"
             files = {
                 str(p.relative_to(home)): p.read_text()
-                for p in sorted(home.rglob("*")) if p.is_file()
+                for p in sorted(home.rglob("*"))
+                if p.is_file()
             }
             cmd = list(inv.command)
             inner = cmd[cmd.index("--") + 1 :] if "--" in cmd else cmd
@@ -92,8 +104,9 @@ def main() -> int:
             record[key] = {
                 "files": files,
                 "inner_command": inner,
-                "environment": {k: ("<key>" if v == "sk-official-fixture" else v)
-                                for k, v in env.items()},
+                "environment": {
+                    k: ("<key>" if v == "sk-official-fixture" else v) for k, v in env.items()
+                },
                 "metadata": json.loads(json.dumps(dict(inv.metadata), default=str)),
             }
     OUT.parent.mkdir(parents=True, exist_ok=True)

@@ -30,8 +30,7 @@ TABLES = {
     "failures",
     "harnesses",
     "per_task",
-    "pass_at_k",
-    "harnesses",  # the synthetic run has models under several harnesses
+    "pass_at_k",  # the synthetic run has models under several harnesses
 }
 
 

@@ -14,11 +14,11 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
+from dataspace.report.synthetic import SyntheticAgent, write_synthetic_run
 
 from dataspace.audit.confirm import AuditConsole, AuditFile
 from dataspace.audit.propose import run_audit, trace_steps
 from dataspace.llm.client import MeteredClient
-from dataspace.report.synthetic import SyntheticAgent, write_synthetic_run
 from dataspace.runs.spec import ModelSpec
 from dataspace.store import open_store
 from dataspace.testing.releases import write_tiny_release
