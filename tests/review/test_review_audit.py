@@ -14,7 +14,6 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
-from dataspace.report.synthetic import SyntheticAgent, write_synthetic_run
 
 from dataspace.audit.confirm import AuditConsole, AuditFile
 from dataspace.audit.propose import run_audit, trace_steps
@@ -23,6 +22,7 @@ from dataspace.runs.spec import ModelSpec
 from dataspace.store import open_store
 from dataspace.testing.releases import write_tiny_release
 from dataspace.testing.scripted_server import ScriptedServer
+from dataspace.testing.synthetic import SyntheticAgent, write_synthetic_run
 
 pytestmark = pytest.mark.integration
 
