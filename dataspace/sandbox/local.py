@@ -807,12 +807,15 @@ class LocalSandbox:
         killed: set[int] = set()
         for attempt in range(200):  # the pids limit bounds what a fork loop makes meanwhile
             if self._cgroup is not None:
+                # Every process of a command joined the sandbox's group before entering it.
                 self._cgroup.kill_all()
-            members = [
-                pid
-                for pid, _, _ in _procs.namespace_members(self._pid_namespace or 0)
-                if pid != self._pid1
-            ]
+                members = self._cgroup.members()
+            else:
+                members = [
+                    pid
+                    for pid, _, _ in _procs.namespace_members(self._pid_namespace or 0)
+                    if pid != self._pid1
+                ]
             if not members:
                 return len(killed)
             for pid in members:
