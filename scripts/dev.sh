@@ -79,10 +79,19 @@ ensure_venv() {
     fi
 }
 
+ensure_harnesses() {
+    # The native harness CLIs (Codex, Claude Code) at their pinned versions, from npm, under
+    # ${DATASPACE_HARNESS_ROOT:-/opt/dataspace/harnesses}; a no-op when they are installed.
+    # Grok Build is not on a registry: see `python -m dataspace.agents.native.install -h`.
+    .venv/bin/python -m dataspace.agents.native.install >/dev/null \
+        || echo "warning: native harnesses not installed (see above); their tests will skip" >&2
+}
+
 cmd="${1:-}"; shift || true
 ensure_system_packages
 ensure_workbench
 ensure_venv
+ensure_harnesses
 case "$cmd" in
     demo) exec .venv/bin/dataspace demo "$@" ;;
     test) exec .venv/bin/python -m pytest "$@" ;;

@@ -20,6 +20,9 @@ _HARNESSES: dict[str, str] = {
     "gold": "dataspace.agents.gold:GoldAgent",
     "dataspace-agent": "dataspace.agents.dataspace_agent:DataSpaceAgent",
     "smolagents": "dataspace.agents.smolagents_adapter:SmolagentsAgent",
+    "codex": "dataspace.agents.native.codex:CodexAgent",
+    "claude-code": "dataspace.agents.native.claude_code:ClaudeCodeAgent",
+    "grok-build": "dataspace.agents.native.grok_build:GrokBuildAgent",
 }
 
 

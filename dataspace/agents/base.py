@@ -1,8 +1,11 @@
 """The agent contract: a harness acts on one task inside one sandbox and ends in a state.
 
 End states are those of the paper's runner: ``submitted``, ``wall_time_exhausted``,
-``model_turns_exhausted``, ``tool_actions_exhausted``, ``stopped``, ``runtime_error``. Every
-one but ``submitted`` scores as incorrect; none of them is an infrastructure failure.
+``model_turns_exhausted``, ``tool_actions_exhausted``, ``stopped``, ``runtime_error``; the
+native CLIs (Codex, Claude Code, Grok Build) end as the official native runner has it,
+which adds ``no_prediction``, ``invalid_prediction``, ``model_output_exhausted`` and
+``context_window_exhausted``. Every one but ``submitted`` scores as incorrect; none of
+them is an infrastructure failure.
 """
 
 from __future__ import annotations
@@ -25,6 +28,10 @@ EndState = Literal[
     "tool_actions_exhausted",
     "stopped",
     "runtime_error",
+    "no_prediction",
+    "invalid_prediction",
+    "model_output_exhausted",
+    "context_window_exhausted",
 ]
 END_STATES: tuple[str, ...] = (
     "submitted",
@@ -33,6 +40,10 @@ END_STATES: tuple[str, ...] = (
     "tool_actions_exhausted",
     "stopped",
     "runtime_error",
+    "no_prediction",
+    "invalid_prediction",
+    "model_output_exhausted",
+    "context_window_exhausted",
 )
 
 
@@ -131,6 +142,8 @@ class AgentContext:
         oracle: host-side access to the reference answer; given only to agents whose
             ``needs_oracle`` is true (the ``gold`` agent), None for every other agent.
         settings: agent settings from the run spec (model, endpoint, prompts ...).
+        relay_dir: the host folder bound into the sandbox at ``RELAY_DIR`` for a relay's
+            Unix socket, when the agent asked for one (``sandbox_needs``); else None.
     """
 
     task: TaskInput
@@ -140,6 +153,7 @@ class AgentContext:
     deadline: float
     oracle: Callable[[], bytes] | None = None
     settings: Mapping[str, Any] = field(default_factory=dict)
+    relay_dir: Path | None = None
 
     def remaining(self) -> float:
         """Seconds left on the wall budget."""

@@ -16,8 +16,10 @@ call budget), ``stopped`` (the harness ended without a valid prediction; the err
 which), ``runtime_error`` (the harness crashed). Tool actions are smolagents' code actions.
 
 Settings: ``max_output_tokens`` (32768), ``extra_body``, ``default_headers``,
-``request_timeout`` (600 s), ``retry`` (``RetryPolicy`` fields). smolagents must be
-installed in the Python environment the sandbox runs (``pip install smolagents==1.26.0``).
+``request_timeout`` (600 s), ``retry`` (``RetryPolicy`` fields), ``python`` (the
+interpreter inside the sandbox, default ``python3``). smolagents must be installed in the
+Python environment the sandbox runs: the runtime image carries it
+(``images/runtime-requirements.txt``, ``smolagents==1.26.0``).
 """
 
 from __future__ import annotations
@@ -42,7 +44,14 @@ PROMPT_CONTRACT_VERSION = "relation-v2"
 RUNTIME_DIR = f"{OUTPUT_DIR}/.smolagents"
 BRIDGE_DIR = f"{OUTPUT_DIR}/.relay"
 PLACEHOLDER_BASE_URL = "http://relay.invalid/v1"
-_ALLOWED = {"max_output_tokens", "extra_body", "default_headers", "request_timeout", "retry"}
+_ALLOWED = {
+    "max_output_tokens",
+    "extra_body",
+    "default_headers",
+    "request_timeout",
+    "retry",
+    "python",
+}
 _IGNORED = {"model", "run_id"}
 
 
@@ -219,7 +228,12 @@ class SmolagentsAgent:
             # the watchdog enforces the working-time budget; this timeout only bounds the
             # exec in case the watchdog cannot (the sandbox's own deadline still applies)
             res = sb.exec(
-                ["python3", "-c", entry_source(), f"{RUNTIME_DIR}/config.json"],
+                [
+                    str(merged.get("python", "python3")),
+                    "-c",
+                    entry_source(),
+                    f"{RUNTIME_DIR}/config.json",
+                ],
                 timeout=max(1.0, remaining()) + 3600.0,
                 cwd=OUTPUT_DIR,
                 env={

@@ -98,15 +98,16 @@ def esc(value: Any) -> str:
 def is_missing(value: Any) -> bool:
     """None, NaN or pandas NA.
 
-    >>> is_missing(float("nan")), is_missing(0)
-    (True, False)
+    >>> import pandas as pd
+    >>> is_missing(float("nan")), is_missing(0), is_missing(pd.NA)
+    (True, False, True)
     """
     if value is None:
         return True
     try:
-        return bool(value != value)  # NaN and pd.NA compare unequal to themselves
+        return bool(value != value)  # NaN compares unequal to itself
     except (TypeError, ValueError):
-        return False
+        return type(value).__name__ == "NAType"  # pd.NA: its comparisons are NA too
 
 
 def fmt(value: Any, spec: Formatter | None = None) -> str:

@@ -205,6 +205,21 @@ _FIG_CAPTIONS = {
 }
 
 
+HARNESS_NOTE = (
+    "Each model run under two or more harnesses: accuracy, mean tokens per attempt, cost "
+    "per task, mean latency (s) and how the attempts ended."
+)
+HARNESS_FORMATS = {
+    "accuracy_pct": PCT,
+    "input_tokens_mean": ".0f",
+    "cached_input_tokens_mean": ".0f",
+    "output_tokens_mean": ".0f",
+    "reasoning_tokens_mean": ".0f",
+    "cost_per_task_usd": ".4f",
+    "latency_mean_s": ".1f",
+}
+
+
 def render_html(data: ReportData) -> str:
     """The whole report as one self-contained HTML page."""
     t = data.tables
@@ -277,6 +292,11 @@ def render_html(data: ReportData) -> str:
             )
         )
         sections.append(_figure(data, "spread", _FIG_CAPTIONS["spread"]))
+    harnesses = t.get("harnesses")
+    if harnesses is not None and not harnesses.empty:
+        sections.append('<h2 id="harnesses">Harnesses with the backbone fixed</h2>')
+        sections.append(f'<p class="muted">{esc(HARNESS_NOTE)}</p>')
+        sections.append(_table(data, "harnesses", harnesses, HARNESS_FORMATS))
     sections.append('<h2 id="characteristics">Accuracy by task characteristic</h2>')
     wide = t["characteristics"]
     if wide.empty:
@@ -402,6 +422,10 @@ def render_markdown(data: ReportData) -> str:
             "",
         ]
         fig("spread")
+    harnesses = t.get("harnesses")
+    if harnesses is not None and not harnesses.empty:
+        out += ["## Harnesses with the backbone fixed", "", HARNESS_NOTE, ""]
+        out += [md(harnesses, formats=HARNESS_FORMATS), ""]
     out += ["## Accuracy by task characteristic", ""]
     if t["characteristics"].empty:
         out += ["Left out: no task carries the annotations these breakdowns need.", ""]

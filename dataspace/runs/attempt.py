@@ -84,6 +84,14 @@ def run_attempt(req: AttemptRequest) -> dict[str, Any]:
         workspace = release.workspace(req.task_id)
         phases["staging"] = time.monotonic() - t
         t = time.monotonic()
+        agent = get_agent(req.agent.harness)
+        needs = agent.sandbox_needs() if hasattr(agent, "sandbox_needs") else None
+        relay_dir: Path | None = None
+        # the relay socket is bound into local sandboxes only; a pod reaches the relay
+        # over the network (NetworkPolicy + one-attempt token, see k8s/)
+        if needs is not None and needs.relay and req.sandbox.backend == "local":
+            relay_dir = workdir / "relay"
+            relay_dir.mkdir(mode=0o755)
         try:
             backend = get_backend(req.sandbox.backend, **dict(req.sandbox.options))
             limits = Limits(
@@ -100,6 +108,8 @@ def run_attempt(req: AttemptRequest) -> dict[str, Any]:
                     workspace=workspace,
                     limits=limits,
                     image=req.sandbox.image,
+                    relay_dir=None if relay_dir is None else str(relay_dir),
+                    runtime_binds=() if needs is None else tuple(needs.runtime_binds),
                     labels={
                         "run": req.run_id,
                         "agent": req.agent.name,
@@ -113,7 +123,6 @@ def run_attempt(req: AttemptRequest) -> dict[str, Any]:
             raise _sandbox_fault(f"sandbox failed to start: {exc}", exc) from exc
         phases["sandbox_start"] = time.monotonic() - t
 
-        agent = get_agent(req.agent.harness)
         alimits = AgentLimits(
             model_turns=req.limits.model_turns,
             tool_actions=req.limits.tool_actions,
@@ -134,6 +143,7 @@ def run_attempt(req: AttemptRequest) -> dict[str, Any]:
             deadline=t + req.limits.wall_seconds,
             oracle=oracle,
             settings=settings,
+            relay_dir=relay_dir,
         )
         try:
             result = agent.run(ctx)
@@ -272,10 +282,10 @@ def _submitted_prediction(submitted: str | None, outdir: Path) -> tuple[Path | N
 def _score(
     release: Any, task_id: str, prediction: Path | None, problem: str | None
 ) -> dict[str, Any] | None:
-    """The official per-task verdict, or None when the release has no gold for the task."""
+    """The official per-task verdict, or None for an unscored task (no gold, no config)."""
     import evaluator
 
-    if not release.has_gold(task_id):
+    if not release.is_scored(task_id):
         return None
     with tempfile.TemporaryDirectory(prefix="ds-eval-") as tmp:
         pred = Path(tmp) / "prediction.csv"  # absent file -> missing_prediction
@@ -312,6 +322,7 @@ def _row(
         "task_id": req.task_id,
         "attempt": req.attempt,
         "status": status,
+        "scored": verdict is not None,
         "passed": None if verdict is None else bool(verdict["passed"]),
         "error_code": None if verdict is None else verdict.get("error_code"),
         "error": meta["error"],

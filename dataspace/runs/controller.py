@@ -11,6 +11,11 @@ Faults: a worker that dies (kill -9, node lost, out of memory) or an attempt tha
 ``max_infra_retries``; the final row says how many times it was retried. An attempt that
 exhausts its retries has no ``result.json`` (a rerun tries it again) and appears in the
 results as ``infrastructure_error``. Agent outcomes are final.
+
+Unscored tasks (input only, no gold or config: the official release has 350 of them) are
+run like every other task and their rows say ``scored: false`` with no verdict. An agent
+that needs the oracle (``gold``) has no answer to give on them: its attempts there are not
+run but recorded as ``skipped``, so the run and its report still show every task.
 """
 
 from __future__ import annotations
@@ -33,6 +38,8 @@ logger = logging.getLogger(__name__)
 
 ProgressFn = Callable[[dict[str, Any]], None]
 
+SKIPPED = "skipped"  # status of an oracle attempt on a task without gold (never run)
+
 
 @dataclass(frozen=True, kw_only=True)
 class PlannedAttempt:
@@ -42,6 +49,7 @@ class PlannedAttempt:
     task_id: str
     attempt: int
     key: str
+    skip: str | None = None
 
 
 @dataclass(kw_only=True)
@@ -57,8 +65,22 @@ class RunOutcome:
     infra_failures: list[dict[str, Any]] = field(default_factory=list)
 
 
-def plan_attempts(spec: RunSpec, task_ids: list[str]) -> list[PlannedAttempt]:
-    """Every attempt of the run, with its content key."""
+def plan_attempts(
+    spec: RunSpec,
+    task_ids: list[str],
+    *,
+    unscored: frozenset[str] = frozenset(),
+    oracle_agents: frozenset[str] = frozenset(),
+) -> list[PlannedAttempt]:
+    """Every attempt of the run, with its content key.
+
+    Args:
+        spec: the run spec.
+        task_ids: the tasks of the run.
+        unscored: the tasks without gold.
+        oracle_agents: names of agents that submit the gold answer; their attempts on
+            unscored tasks are planned with a ``skip`` reason and never run.
+    """
     out = []
     runtime = asdict(spec.sandbox)
     limits = asdict(spec.limits)
@@ -79,7 +101,12 @@ def plan_attempts(spec: RunSpec, task_ids: list[str]) -> list[PlannedAttempt]:
                         "attempt": n,
                     }
                 )[:20]
-                out.append(PlannedAttempt(agent=agent.name, task_id=task_id, attempt=n, key=key))
+                skip = None
+                if agent.name in oracle_agents and task_id in unscored:
+                    skip = f"{task_id} has no gold answer for the oracle to submit (unscored)"
+                out.append(
+                    PlannedAttempt(agent=agent.name, task_id=task_id, attempt=n, key=key, skip=skip)
+                )
     return out
 
 
@@ -113,22 +140,36 @@ def execute_run(
     identity["runtime"] = _runtime_identity(spec)
     _claim_run(store, layout, spec, identity)
 
-    plan = plan_attempts(spec, task_ids)
-    finished = _finished_rows(store, layout, plan)
-    pending = [p for p in plan if p.key not in finished]
+    counts = release.counts(task_ids)
+    plan = plan_attempts(
+        spec,
+        task_ids,
+        unscored=frozenset(counts.unscored),
+        oracle_agents=_oracle_agents(spec),
+    )
+    skipped = {p.key: _skipped_row(spec, p, release) for p in plan if p.skip}
+    finished = _finished_rows(store, layout, [p for p in plan if not p.skip])
+    pending = [p for p in plan if p.key not in finished and p.key not in skipped]
     if progress:
         progress(
-            {"event": "plan", "total": len(plan), "done": len(finished), "pending": len(pending)}
+            {
+                "event": "plan",
+                "total": len(plan),
+                "done": len(finished) + len(skipped),
+                "pending": len(pending),
+            }
         )
     logger.info(
-        "run %s: %d attempts, %d finished, %d to run",
+        "run %s: %d attempts, %d finished, %d skipped, %d to run; %s",
         spec.run_id,
         len(plan),
         len(finished),
+        len(skipped),
         len(pending),
+        counts.describe(),
     )
 
-    rows = dict(finished)
+    rows = {**finished, **skipped}
     infra: list[dict[str, Any]] = []
     spend = sum(float(r.get("cost_usd") or 0.0) for r in rows.values())
     stopped_for_spend = False
@@ -138,7 +179,12 @@ def execute_run(
         )
     all_rows = [rows.get(p.key) or _unfinished_row(spec, store, layout, p, release) for p in plan]
     summary = summarize(
-        spec, all_rows, wall_seconds=time.time() - t0, stopped_for_spend=stopped_for_spend
+        spec,
+        all_rows,
+        wall_seconds=time.time() - t0,
+        stopped_for_spend=stopped_for_spend,
+        scored_tasks=len(counts.scored),
+        tasks=len(counts.tasks),
     )
     write_results(store, layout, all_rows, summary)
     return RunOutcome(
@@ -180,6 +226,15 @@ def check_agents(spec: RunSpec) -> None:
                 check(dict(a.settings), has_model=a.model is not None)
         except ConfigError as exc:
             raise ConfigError(f"agent {a.name!r}: {exc}") from None
+
+
+def _oracle_agents(spec: RunSpec) -> frozenset[str]:
+    """Names of the agents whose harness submits the release's gold answer."""
+    from dataspace.agents import get_agent
+
+    return frozenset(
+        a.name for a in spec.agents if getattr(get_agent(a.harness), "needs_oracle", False)
+    )
 
 
 def _claim_run(store: Any, layout: RunLayout, spec: RunSpec, identity: dict[str, Any]) -> None:
@@ -365,6 +420,7 @@ def _unfinished_row(
     failures = _prior_failures(store, layout, p)
     agent = next(a for a in spec.agents if a.name == p.agent)
     status = "infrastructure_error" if failures else "not_scheduled"
+    scored = release.is_scored(p.task_id)
     return {
         "run_id": spec.run_id,
         "key": p.key,
@@ -374,10 +430,33 @@ def _unfinished_row(
         "task_id": p.task_id,
         "attempt": p.attempt,
         "status": status,
-        "passed": False if failures else None,
+        "scored": scored,
+        "passed": False if failures and scored else None,
         "error_code": None,
         "error": failures[-1]["error"] if failures else "not scheduled",
         "infra_retries": len(failures),
+        "verdict": None,
+        "task_metadata": release.metadata(p.task_id) or {},
+    }
+
+
+def _skipped_row(spec: RunSpec, p: PlannedAttempt, release: Release) -> dict[str, Any]:
+    """The row of an attempt that is not run (an oracle on a task without gold)."""
+    agent = next(a for a in spec.agents if a.name == p.agent)
+    return {
+        "run_id": spec.run_id,
+        "key": p.key,
+        "agent": p.agent,
+        "harness": agent.harness,
+        "model": agent.model.id if agent.model else None,
+        "task_id": p.task_id,
+        "attempt": p.attempt,
+        "status": SKIPPED,
+        "scored": False,
+        "passed": None,
+        "error_code": None,
+        "error": p.skip,
+        "infra_retries": 0,
         "verdict": None,
         "task_metadata": release.metadata(p.task_id) or {},
     }
@@ -389,8 +468,19 @@ def summarize(
     *,
     wall_seconds: float,
     stopped_for_spend: bool = False,
+    scored_tasks: int | None = None,
+    tasks: int | None = None,
 ) -> dict[str, Any]:
-    """Per-agent accuracy, status counts, cost and the run's wall time."""
+    """Per-agent accuracy, status counts, cost and the run's wall time.
+
+    Accuracy is over scored attempts (tasks with a config, as the official evaluator
+    counts); ``tasks``, ``scored_tasks`` and ``unscored_tasks`` count the run's tasks.
+    """
+    ids = {r["task_id"] for r in rows}
+    if tasks is None:
+        tasks = len(ids)
+    if scored_tasks is None:
+        scored_tasks = len({r["task_id"] for r in rows if r.get("scored", True)})
     agents: dict[str, Any] = {}
     for a in spec.agents:
         mine = [r for r in rows if r["agent"] == a.name]
@@ -406,6 +496,7 @@ def summarize(
             "scored": len(scored),
             "passed": passed,
             "accuracy": passed / len(scored) if scored else None,
+            "unscored": sum(1 for r in mine if r.get("scored") is False),
             "status_counts": dict(sorted(status_counts.items())),
             "infra_retried_attempts": sum(1 for r in mine if r.get("infra_retries")),
             "cost_usd": sum(float(r.get("cost_usd") or 0.0) for r in mine),
@@ -414,6 +505,9 @@ def summarize(
         "schema_version": "1.0",
         "run_id": spec.run_id,
         "attempts": len(rows),
+        "tasks": tasks,
+        "scored_tasks": scored_tasks,
+        "unscored_tasks": tasks - scored_tasks,
         "agents": agents,
         "wall_seconds": wall_seconds,
         "stopped_for_spend_limit": stopped_for_spend,
@@ -432,6 +526,7 @@ def write_results(
 
 
 __all__ = [
+    "SKIPPED",
     "PlannedAttempt",
     "RunOutcome",
     "execute_run",

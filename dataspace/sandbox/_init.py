@@ -8,7 +8,7 @@ followed by filesystem operations, each a word and its fields::
         root=<empty host folder> userns=<inner:outer-uid:outer-gid|->
         late_userns=<inner:outer-uid:outer-gid|->
         bind <src> <dst> | link <target> <dst> | tmpfs <dst> <options> | dev | proc
-        | hidden <src> <dst>
+        | hidden <src> <dst> | loopback
 
 Two processes result. The first stays in the controller's PID namespace, dies with the
 controller (``PR_SET_PDEATHSIG``) and waits for the second, which is PID 1 of the new PID
@@ -187,6 +187,18 @@ def setup_dev(root):
     mount(None, dev, None, make_dev_readonly)
 
 
+def loopback_up():
+    """Bring up ``lo`` of the new network namespace (no other interface exists)."""
+    import fcntl
+    import socket
+    import struct
+
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as sock:
+        request = struct.pack("16sH14x", b"lo", 0)
+        flags = struct.unpack("16sH14x", fcntl.ioctl(sock, 0x8913, request))[1]  # SIOCGIFFLAGS
+        fcntl.ioctl(sock, 0x8914, struct.pack("16sH14x", b"lo", flags | 1))  # SIOCSIFFLAGS, UP
+
+
 def build_root(root, ops):
     """Mount the new root at ``root`` and apply ``ops``; return the workspace bind time."""
     mount(None, "/", None, MS_REC | MS_PRIVATE)
@@ -219,6 +231,8 @@ def build_root(root, ops):
             mount("tmpfs", root + op[1], "tmpfs", MS_NOSUID | MS_NODEV, op[2])
         elif kind == "dev":
             setup_dev(root)
+        elif kind == "loopback":
+            loopback_up()
         elif kind == "proc":
             mkdirs(root + "/proc")
             mount("proc", root + "/proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC)
@@ -235,7 +249,7 @@ def build_root(root, ops):
 
 def parse(argv):
     config, ops, index = {}, [], 0
-    arity = {"bind": 2, "hidden": 2, "link": 2, "tmpfs": 2, "dev": 0, "proc": 0}
+    arity = {"bind": 2, "hidden": 2, "link": 2, "tmpfs": 2, "dev": 0, "proc": 0, "loopback": 0}
     while index < len(argv):
         word = argv[index]
         if word in arity:

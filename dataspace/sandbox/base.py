@@ -15,6 +15,8 @@ from typing import Literal, Protocol, runtime_checkable
 WORKSPACE_DIR = "/workspace"
 OUTPUT_DIR = "/output"
 TMP_DIR = "/tmp"
+RELAY_DIR = "/run/dataspace-relay"
+"""Where ``SandboxSpec.relay_dir`` appears inside the sandbox."""
 
 ExecStatus = Literal["ok", "timeout", "resource_limit", "deadline"]
 
@@ -47,6 +49,13 @@ class SandboxSpec:
         labels: run, agent, task and attempt labels (used for sweeping leftovers).
         image: container image (ignored by the local backend).
         env: extra environment variables for commands (never secrets).
+        relay_dir: optional host folder that will hold a relay's Unix socket: it is bound
+            read-only at ``RELAY_DIR`` and the loopback interface of the sandbox's own
+            network namespace is brought up, so a forwarder inside can listen on
+            127.0.0.1 (the sandbox still has no route to any other host, the host's
+            loopback included). Used by the native harnesses; off by default.
+        runtime_binds: optional ``(host path, sandbox path)`` pairs bound read-only
+            (a native harness's installed CLI); off by default.
     """
 
     workspace: Path | str
@@ -54,6 +63,8 @@ class SandboxSpec:
     labels: dict[str, str] = field(default_factory=dict)
     image: str | None = None
     env: dict[str, str] = field(default_factory=dict)
+    relay_dir: str | None = None
+    runtime_binds: tuple[tuple[str, str], ...] = ()
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -91,6 +91,7 @@ from dataspace.sandbox import _cgroup, _procs, _seccomp, workbench
 from dataspace.sandbox._paths import OutputRoot
 from dataspace.sandbox.base import (
     OUTPUT_DIR,
+    RELAY_DIR,
     TMP_DIR,
     WORKSPACE_DIR,
     ExecResult,
@@ -382,6 +383,8 @@ class LocalSandbox:
         self._backend = backend
         self.limits = spec.limits
         self.labels = dict(spec.labels)
+        self._relay_dir = spec.relay_dir
+        self._runtime_binds = tuple(spec.runtime_binds)
         workspace = Path(spec.workspace).resolve()
         if not workspace.is_dir():
             raise SandboxError(f"sandbox workspace {spec.workspace}: not a folder")
@@ -470,6 +473,15 @@ class LocalSandbox:
         for op in backend.system_ops:
             argv.extend(op)
         argv += ["hidden", str(workspace), WORKSPACE_DIR]
+        for host, inside in self._runtime_binds:
+            if not os.path.isdir(host) or not inside.startswith("/opt/"):
+                raise SandboxError(
+                    f"sandbox {self.id}: runtime bind {host} -> {inside}: "
+                    "needs an existing host folder and a path under /opt"
+                )
+            argv += ["bind", host, inside]
+        if self._relay_dir is not None:
+            argv += ["bind", str(Path(self._relay_dir).resolve()), RELAY_DIR, "loopback"]
         argv += ["tmpfs", OUTPUT_DIR, f"size={limits.output_bytes},mode=0755,uid={uid},gid={uid}"]
         argv += ["dev", "proc"]
         return argv
@@ -842,7 +854,7 @@ class LocalSandbox:
             "workspace_host_path_hidden": self.host_path_hidden,
             "runtime": workbench.manifest_identity(self._backend.runtime),
             "uid": self._backend.uid,
-            "network": "none",
+            "network": "loopback + relay socket" if self._relay_dir else "none",
             "enforced_by": self._backend.enforced_by(),
             "init_pid": self._pid1,
             "pid_namespace": self._pid_namespace,

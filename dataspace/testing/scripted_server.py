@@ -18,7 +18,8 @@ step. A step is a mapping::
      "faults": [{"status": 429, "retry_after": 0.05, "times": 3},
                 {"malformed": "not_json", "times": 1}]}
 
-``arguments`` may be a raw string (sent as is, e.g. invalid JSON). Faults are served, in
+``arguments`` may be a raw string (sent as is, e.g. invalid JSON). ``{"shell": "ls"}``
+calls the request's own shell tool (``shell_call``). Faults are served, in
 order, to the first requests of that step (``times`` each) before the real reply. Fault
 kinds: ``status`` (any HTTP status, optional ``retry_after``), ``malformed`` (``not_json``,
 ``no_choices``), ``drop`` (close the connection without answering) and ``delay`` (a slow
@@ -244,6 +245,14 @@ class ScriptedServer:
         delay = float(spec.get("delay", 0.0)) + self.latency
         if delay > 0:
             time.sleep(delay)
+        if spec.get("shell") is not None:
+            spec = {
+                **spec,
+                "tool_calls": [
+                    *(spec.get("tool_calls") or []),
+                    shell_call(body, str(spec["shell"])),
+                ],
+            }
         message = self._message(spec, step, len(steps))
         usage = self._usage(spec, body, message)
         with self._lock:
@@ -308,6 +317,25 @@ class ScriptedServer:
             "prompt_tokens_details": {"cached_tokens": cached},
             "completion_tokens_details": {"reasoning_tokens": reasoning},
         }
+
+
+def shell_call(body: Mapping[str, Any], command: str) -> dict[str, Any]:
+    """A tool call running ``command`` with the request's shell tool.
+
+    The shell tool is the first function tool whose parameters take ``command`` (or
+    ``cmd``); a step written as ``{"shell": "ls"}`` works with any harness's tool names.
+
+    >>> shell_call({"tools": [{"type": "function", "function": {"name": "run",
+    ...     "parameters": {"properties": {"cmd": {}}}}}]}, "ls")
+    {'name': 'run', 'arguments': {'cmd': 'ls'}}
+    """
+    for tool in body.get("tools") or []:
+        fn = tool.get("function") if isinstance(tool, dict) else None
+        props = ((fn or {}).get("parameters") or {}).get("properties") or {}
+        for key in ("command", "cmd"):
+            if key in props:
+                return {"name": fn["name"], "arguments": {key: command}}  # type: ignore[index]
+    return {"name": "bash", "arguments": {"command": command}}
 
 
 def _text(content: object) -> str:
@@ -394,4 +422,4 @@ class _Handler(BaseHTTPRequestHandler):
         self._send(status, headers, data)
 
 
-__all__ = ["FALLBACK", "RecordedRequest", "Reported", "ScriptedServer"]
+__all__ = ["FALLBACK", "RecordedRequest", "Reported", "ScriptedServer", "shell_call"]

@@ -1,0 +1,360 @@
+"""The real Codex and Claude Code CLIs inside the local sandbox, behind the per-wire relays.
+
+Each attempt runs the pinned binary (installed by ``scripts/dev.sh``) against the scripted
+Responses or Messages server. Every scripted trajectory starts with a probe command that
+the harness itself runs inside the sandbox: it looks for the real key in every process's
+environment and in every file the sandbox can see (the harness's home and logs included),
+tries to reach a listener on the host's 127.0.0.1 and to write to the workspace, and
+prints what it found; the probe's output comes back through the harness's own trace.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import socket
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from agents_helpers import KEY_ENV, PRICES, SECRET
+
+from dataspace.agents import AgentContext, AgentLimits, EventLog, get_agent
+from dataspace.agents.native.install import harness_state
+from dataspace.release import Release, TaskInput
+from dataspace.runs.spec import ModelSpec, parse_spec
+from dataspace.testing.releases import write_tiny_release
+from dataspace.testing.scripted_wire import ScriptedMessagesServer, ScriptedResponsesServer
+
+pytestmark = [pytest.mark.sandbox, pytest.mark.llm, pytest.mark.integration, pytest.mark.slow]
+
+SERVERS = {"codex": ScriptedResponsesServer, "claude-code": ScriptedMessagesServer}
+HALF = len(SECRET) // 2
+PRED = "/output/prediction.csv"
+
+
+def _installed(name: str) -> None:
+    state = harness_state(name)
+    if not state.ready:
+        pytest.skip(f"{name} {state.pinned} is not installed ({state.problem}); {state.fix}")
+
+
+@pytest.fixture(params=["codex", "claude-code"])
+def harness(request: pytest.FixtureRequest) -> str:
+    _installed(request.param)
+    return str(request.param)
+
+
+@pytest.fixture
+def host_listener() -> Iterator[dict[str, Any]]:
+    """A TCP listener on the host's 127.0.0.1 that counts the connections it accepts."""
+    srv = socket.socket()
+    srv.bind(("127.0.0.1", 0))
+    srv.listen(8)
+    srv.settimeout(0.2)
+    seen: dict[str, Any] = {"port": srv.getsockname()[1], "accepted": 0}
+    stop = threading.Event()
+
+    def loop() -> None:
+        while not stop.is_set():
+            try:
+                conn, _ = srv.accept()
+            except OSError:
+                continue
+            seen["accepted"] += 1
+            conn.close()
+
+    t = threading.Thread(target=loop, daemon=True)
+    t.start()
+    yield seen
+    stop.set()
+    t.join(timeout=5)
+    srv.close()
+
+
+def probe(port: int) -> str:
+    """The probe command (the key is assembled from halves: it never appears in a script)."""
+    return (
+        f"A='{SECRET[:HALF]}'; B='{SECRET[HALF:]}'; k=\"$A$B\"; "
+        "n1=$( (env; cat /proc/[0-9]*/environ | tr '\\0' '\\n') 2>/dev/null | grep -cF \"$k\"); "
+        'n2=$(grep -rlF "$k" /output /tmp /run /workspace 2>/dev/null | wc -l); '
+        'net=$(python3 -c "import socket; s=socket.socket(); s.settimeout(5)\n'
+        "try:\n    s.connect(('127.0.0.1', " + str(port) + "))\n    print('open')\n"
+        "except OSError:\n    print('refused')\"); "
+        "ws=$( (echo x > /workspace/probe) 2>/dev/null && echo writable || echo readonly); "
+        'echo "PROBE key_hits=$((n1 + n2)) host_net=$net workspace=$ws"'
+    )
+
+
+def solving_script(gold: bytes, port: int) -> list[dict[str, Any]]:
+    encoded = base64.b64encode(gold).decode()
+    return [
+        {"shell": probe(port)},
+        {"shell": f"echo {encoded} | base64 -d > /output/prediction.csv && head -3 {PRED}"},
+        {"content": "prediction.csv is written and verified."},
+    ]
+
+
+@pytest.fixture(scope="module")
+def release(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    import os
+
+    dest = write_tiny_release(tmp_path_factory.mktemp("native-release") / "release")
+    for p in [dest, *dest.rglob("*")]:
+        os.chmod(p, 0o755 if p.is_dir() else 0o644)
+    return dest
+
+
+def _spec(release: Path, store: Path, harness: str, url: str, wall: float = 240) -> Any:
+    obj = {
+        "run_id": f"native-{harness}",
+        "release": str(release),
+        "store": str(store),
+        "agents": [
+            {
+                "name": harness,
+                "harness": harness,
+                "model": {
+                    "id": "backbone-model",
+                    "base_url": url,
+                    "key_env": KEY_ENV,
+                    "prices": {"input": 2.0, "cached_input": 0.5, "output": 8.0},
+                },
+            }
+        ],
+        "limits": {"wall_seconds": wall, "command_timeout": wall},
+        "sandbox": {"backend": "local", "cpus": 2, "memory": "4GiB", "pids": 512},
+        "concurrency": 1,
+    }
+    return parse_spec(obj, source="test")
+
+
+def _attempt(spec: Any, task_id: str) -> dict[str, Any]:
+    from dataspace.runs.attempt import AttemptRequest, run_attempt
+
+    return run_attempt(
+        AttemptRequest(
+            run_id=spec.run_id,
+            store_uri=spec.store,
+            release_root=spec.release,
+            agent=spec.agents[0],
+            task_id=task_id,
+            attempt=1,
+            key=f"k-{task_id}",
+            limits=spec.limits,
+            sandbox=spec.sandbox,
+            submitted_at=time.time(),
+        )
+    )
+
+
+def _stored(store: Path, spec: Any, task_id: str) -> Path:
+    return store / "runs" / spec.run_id / "attempts" / spec.agents[0].name / task_id / "1"
+
+
+def _events(path: Path) -> list[dict[str, Any]]:
+    return [json.loads(line) for line in path.read_text().splitlines()]
+
+
+def test_native_cli_solves_three_tasks(harness, release, local_backend, tmp_path, host_listener):
+    rel = Release(release)
+    tasks = ["task_1", "task_2", "task_3"]
+    scripts = {
+        t: solving_script(rel.gold_path(t).read_bytes(), host_listener["port"]) for t in tasks
+    }
+    store = tmp_path / "store"
+    with SERVERS[harness](scripts) as srv:
+        spec = _spec(release, store, harness, srv.url)
+        rows = [_attempt(spec, t) for t in tasks]
+    for row in rows:
+        t = row["task_id"]
+        assert row["status"] == "submitted" and row["passed"] is True, row
+        rep = srv.totals(t)
+        assert rep.replies == 3
+        assert (
+            row["input_tokens"],
+            row["cached_input_tokens"],
+            row["output_tokens"],
+            row["reasoning_tokens"],
+        ) == (rep.prompt_tokens, rep.cached_tokens, rep.completion_tokens, rep.reasoning_tokens)
+        assert row["model_calls"] == 3 and row["tool_actions"] == 2
+        stored = _stored(store, spec, t)
+        trace = (stored / "events.jsonl").read_text()
+        assert SECRET not in trace and SECRET not in (stored / "run.json").read_text()
+        assert "PROBE key_hits=0 host_net=refused workspace=readonly" in trace, t
+        events = _events(stored / "events.jsonl")
+        start = next(e for e in events if e["type"] == "agent_start")
+        assert start["version"] == harness_state(harness).pinned
+        assert start["harness_config"]["boundary"] == "dataspace sandbox"
+        calls = [e for e in events if e["type"] == "model_call"]
+        assert len(calls) == 3 and all(c["model"] == "backbone-model" for c in calls)
+        assert all(c["raw"] for c in calls)  # the raw stream is the trace
+    assert host_listener["accepted"] == 0
+    # every request reached the endpoint with the real key and only the backbone's name,
+    # and no web tool was ever offered to the model
+    for req in srv.requests:
+        low = {k.lower(): v for k, v in req.headers.items()}
+        assert SECRET in (low.get("authorization", "") + low.get("x-api-key", ""))
+        assert req.body["model"] == "backbone-model"
+        names = {str(t.get("name") or t.get("type")) for t in req.body.get("tools") or []}
+        assert not names & {"web_search", "web_search_preview", "WebSearch", "WebFetch"}, names
+
+
+def _run_direct(
+    harness: str,
+    local_backend: Any,
+    tmp_path: Path,
+    server: Any,
+    wall: float,
+    inspect: Any = None,
+    settings: dict[str, Any] | None = None,
+    agent: Any = None,
+) -> tuple[Any, list[dict[str, Any]]]:
+    """One attempt's agent on a sandbox with the relay folder, outside the run loop."""
+    import os
+
+    from dataspace.sandbox import Limits, SandboxSpec
+
+    ws = tmp_path / "ws"
+    ws.mkdir()
+    (ws / "cities.csv").write_text("city,population\nLyon,522000\n")
+    for p in (ws, ws / "cities.csv"):
+        os.chmod(p, 0o755 if p.is_dir() else 0o644)
+    relay_dir = tmp_path / "relay"
+    relay_dir.mkdir(mode=0o755)
+    agent = agent or get_agent(harness)
+    needs = agent.sandbox_needs()
+    sb = local_backend.create(
+        SandboxSpec(
+            workspace=ws,
+            limits=Limits(cpus=2, memory_bytes=4 * 1024**3, pids=512, wall_seconds=wall + 120),
+            relay_dir=str(relay_dir),
+            runtime_binds=needs.runtime_binds,
+        )
+    )
+    events = EventLog(tmp_path / "events.jsonl")
+    try:
+        model = ModelSpec(id="backbone-model", base_url=server.url, key_env=KEY_ENV, **PRICES)
+        ctx = AgentContext(
+            task=TaskInput(task_id="task_1", question="Which cities?"),
+            sandbox=sb,
+            limits=AgentLimits(wall_seconds=wall, command_timeout=wall),
+            events=events,
+            deadline=time.monotonic() + wall,
+            settings={"model": model, **(settings or {})},
+            relay_dir=relay_dir,
+        )
+        result = agent.run(ctx)
+        if inspect is not None:
+            inspect(sb)
+    finally:
+        events.close()
+        sb.close()
+    return result, _events(tmp_path / "events.jsonl")
+
+
+def test_a_trajectory_without_prediction_ends_no_prediction(
+    harness, local_backend, tmp_path, host_listener
+):
+    script = [{"shell": probe(host_listener["port"])}, {"content": "The answer is Lyon."}]
+    with SERVERS[harness]({"task_1": script}) as srv:
+        result, events = _run_direct(harness, local_backend, tmp_path, srv, wall=240)
+    assert result.end_state == "no_prediction", result.error
+    assert result.error == "required prediction.csv was not created"
+    trace = json.dumps(events)
+    assert "PROBE key_hits=0 host_net=refused workspace=readonly" in trace
+    assert SECRET not in trace and host_listener["accepted"] == 0
+    rep = srv.totals("task_1")
+    assert (result.usage.input_tokens, result.usage.output_tokens) == (
+        rep.prompt_tokens,
+        rep.completion_tokens,
+    )
+
+
+def test_past_the_deadline_ends_wall_time_exhausted_with_nothing_left(
+    harness, local_backend, tmp_path, host_listener
+):
+    """SIGTERM to the CLI's group at the deadline, SIGKILL after the grace; an escaped
+    daemon is gone too."""
+    script = [
+        {"shell": probe(host_listener["port"])},
+        {"shell": "setsid nohup sleep 1000 >/dev/null 2>&1 < /dev/null & echo started"},
+        {"content": "thinking", "delay": 120},
+    ]
+    left: dict[str, str] = {}
+
+    def inspect(sb: Any) -> None:
+        res = sb.exec(["/bin/sh", "-c", "for p in /proc/[0-9]*; do cat $p/comm; done"])
+        left["comm"] = res.stdout
+
+    with SERVERS[harness]({"task_1": script}) as srv:
+        t0 = time.monotonic()
+        result, events = _run_direct(
+            harness,
+            local_backend,
+            tmp_path,
+            srv,
+            wall=45,
+            inspect=inspect,
+            settings={"grace_seconds": 2},
+        )
+        took = time.monotonic() - t0
+    assert result.end_state == "wall_time_exhausted", result.error
+    assert took < 45 + 60
+    out = next(e for e in events if e["type"] == "harness_output")
+    assert out["timed_out"] is True and out["signal"] in ("SIGTERM", "SIGKILL")
+    names = set(left["comm"].split())
+    assert not names & {"sleep", "codex", "claude", "bash"}, left["comm"]
+    trace = json.dumps(events)
+    assert "PROBE key_hits=0 host_net=refused workspace=readonly" in trace
+    assert SECRET not in trace and host_listener["accepted"] == 0
+
+
+def test_a_reply_from_another_model_fails_validation(local_backend, tmp_path):
+    """Claude Code's trace shows the model that answered; the official validator fails it."""
+    _installed("claude-code")
+    script = [
+        {"shell": "echo a,b > /output/prediction.csv"},
+        {"content": "done", "reply_model": "claude-haiku-4-5"},
+    ]
+    with ScriptedMessagesServer({"task_1": script}) as srv:
+        result, _ = _run_direct("claude-code", local_backend, tmp_path, srv, wall=240)
+    assert result.end_state == "runtime_error"
+    assert "claude-haiku-4-5" in (result.error or "") and "single-backbone" in (result.error or "")
+
+
+def test_a_missing_binary_is_a_runtime_error_with_the_fix(local_backend, tmp_path, monkeypatch):
+    monkeypatch.setenv("DATASPACE_HARNESS_ROOT", str(tmp_path / "nowhere"))
+    with ScriptedResponsesServer({}) as srv:
+        result, _ = _run_direct("codex", local_backend, tmp_path, srv, wall=30)
+    assert result.end_state == "runtime_error"
+    assert "codex 0.145.0 is not installed" in (result.error or "")
+    assert "dataspace.agents.native.install codex" in (result.error or "")
+
+
+def test_cancel_stops_the_cli_and_ends_stopped(local_backend, tmp_path):
+    """Cancelling a run (Ctrl-C on the controller) ends a live CLI with ``stopped``."""
+    _installed("codex")
+    from dataspace.agents.native.codex import CodexAgent
+
+    agent = CodexAgent()
+    script = [{"shell": "echo started"}, {"content": "thinking", "delay": 120}]
+    with ScriptedResponsesServer({"task_1": script}) as srv:
+
+        def cancel_when_waiting() -> None:
+            deadline = time.monotonic() + 120
+            while srv.served("task_1", 1) == 0 and time.monotonic() < deadline:
+                time.sleep(0.05)
+            agent.cancel()
+
+        watcher = threading.Thread(target=cancel_when_waiting, daemon=True)
+        watcher.start()
+        t0 = time.monotonic()
+        result, events = _run_direct("codex", local_backend, tmp_path, srv, wall=300, agent=agent)
+        watcher.join(timeout=10)
+    assert result.end_state == "stopped" and time.monotonic() - t0 < 100
+    out = next(e for e in events if e["type"] == "harness_output")
+    assert out["signal"] in ("SIGTERM", "SIGKILL") and out["timed_out"] is False

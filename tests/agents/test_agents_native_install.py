@@ -1,0 +1,94 @@
+"""Installing the native harnesses and reporting their state."""
+
+from __future__ import annotations
+
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from dataspace.agents.native import harness_status
+from dataspace.agents.native.install import PINS, harness_state
+
+REPO = Path(__file__).parents[2]
+
+
+def _cli(*args: str, root: Path) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "dataspace.agents.native.install", *args],
+        capture_output=True,
+        text=True,
+        env={
+            "PATH": "/usr/local/bin:/usr/bin:/bin",
+            "HOME": str(root),
+            "DATASPACE_HARNESS_ROOT": str(root),
+        },
+        timeout=900,
+        check=False,
+    )
+
+
+def test_the_pins_are_the_papers():
+    assert {n: p.version for n, p in PINS.items()} == {
+        "codex": "0.145.0",
+        "claude-code": "2.1.217",
+        "grok-build": "0.2.106",
+    }
+    assert PINS["grok-build"].npm_package is None
+
+
+def test_the_runtime_image_installs_the_same_pins():
+    text = (REPO / "images" / "Dockerfile.runtime").read_text()
+    args = dict(re.findall(r"^ARG (\w+)=(\S+)$", text, re.M))
+    assert args["CODEX_PACKAGE"] == PINS["codex"].npm_package
+    assert args["CODEX_VERSION"] == PINS["codex"].version
+    assert args["CLAUDE_CODE_PACKAGE"] == PINS["claude-code"].npm_package
+    assert args["CLAUDE_CODE_VERSION"] == PINS["claude-code"].version
+    reqs = (REPO / "images" / "runtime-requirements.txt").read_text().splitlines()
+    assert "smolagents==1.26.0" in reqs
+
+
+def test_a_missing_grok_build_says_how_to_add_it(tmp_path, monkeypatch):
+    monkeypatch.setenv("DATASPACE_HARNESS_ROOT", str(tmp_path))
+    states = {s.name: s for s in harness_status()}
+    grok = states["grok-build"]
+    assert not grok.ready and grok.installed is None
+    assert "not on a package registry" in (grok.fix or "")
+    assert "--from" in (grok.fix or "")
+    res = _cli("grok-build", root=tmp_path)
+    assert res.returncode == 1 and "grok-build: error:" in res.stderr
+    res = _cli("grok-build", "--from", str(tmp_path / "nope"), root=tmp_path)
+    assert res.returncode == 1 and "no such file" in res.stderr
+
+
+def test_grok_build_from_a_user_binary(tmp_path, monkeypatch):
+    binary = tmp_path / "grok-download"
+    binary.write_bytes(b"\x7fELF-stand-in")  # not a script: copied as the binary
+    res = _cli("grok-build", "--from", str(binary), root=tmp_path / "root")
+    # the copy happens; the version check then says the stand-in is not the pinned Grok
+    assert res.returncode == 1 and "not ready" in res.stdout
+    assert (tmp_path / "root" / "grok-build" / "bin" / "grok").is_file()
+    good = tmp_path / "grok-good"
+    good.write_text("#!/bin/sh\necho 'grok 0.2.106 (linux-x64)'\n")
+    good.chmod(0o755)
+    # a script is an installer: it is run with GROK_BIN_DIR pointing at the install
+    installer = tmp_path / "install.sh"
+    installer.write_text(f'#!/bin/sh\ncp {good} "$GROK_BIN_DIR/grok"\n')
+    res = _cli("grok-build", "--from", str(installer), root=tmp_path / "root")
+    assert res.returncode == 0 and "grok-build 0.2.106: ready" in res.stdout, res.stderr
+    monkeypatch.setenv("DATASPACE_HARNESS_ROOT", str(tmp_path / "root"))
+    assert harness_state("grok-build").ready
+
+
+@pytest.mark.slow
+def test_npm_install_of_codex_and_claude_code(tmp_path):
+    """The pinned packages from npm, into a fresh root (npm's cache makes reruns fast)."""
+    res = _cli("codex", "claude-code", root=tmp_path)
+    if res.returncode != 0 and "npm pack" in res.stderr:
+        pytest.fail(f"the pinned versions could not be fetched: {res.stderr}")
+    assert res.returncode == 0, res.stderr
+    assert res.stdout.splitlines() == ["codex 0.145.0: ready", "claude-code 2.1.217: ready"]
+    again = _cli("codex", "--check", root=tmp_path)
+    assert again.returncode == 0 and again.stdout.strip() == "codex 0.145.0: ready"
