@@ -329,7 +329,8 @@ def _system_ops(runtime_root: Path) -> list[tuple[str, ...]]:
             ops.append(("bind", path, path))
     ops.extend(("bind", path, path) for path in ("/usr", "/etc"))
     root = os.path.realpath(runtime_root)
-    ops.append(("bind", os.path.join(root, workbench.PYTHON_DIR), "/usr/local"))
+    # Resolved once: a rebuild swaps the link to a new folder, this sandbox keeps its own.
+    ops.append(("bind", os.path.realpath(os.path.join(root, workbench.PYTHON_DIR)), "/usr/local"))
     ops.append(("bind", root, workbench.RUNTIME_ROOT))
     return ops
 
