@@ -1,9 +1,12 @@
 """Benchmark the local sandbox: the life of one sandbox, phase by phase, and its memory.
 
-Each run creates a sandbox over a 10 MB workspace (staged by a bind mount, timed inside
-``create`` and reported apart as ``stage``), runs ``true`` twice (the first command of a
-sandbox pays for its first entry into fresh cgroups), writes a small answer file, collects
-the output folder and closes the sandbox. Then N sandboxes are opened at once
+Each run is one attempt's sandbox with the Data Workbench Runtime: it creates a sandbox
+over a 10 MB workspace (staged by a mount, timed inside ``create`` and reported apart as
+``stage``), runs ``true`` twice (the first command of a sandbox pays for its first entry
+into fresh cgroups), starts the workbench Python (``python3 -c pass``) and a workbench
+tool (``pdftotext -v``), writes a small answer file, collects the output folder and
+closes the sandbox. Every command passes the seccomp filter and enters the sandbox's user
+namespace, so ``exec_again`` is what they cost per command. Then N sandboxes are opened at once
 to measure the controller's RSS per live sandbox, and the proportional memory (PSS) of
 each sandbox's two init processes on the host.
 
@@ -21,7 +24,18 @@ from pathlib import Path
 from dataspace.sandbox import SandboxSpec
 from dataspace.sandbox.local import LocalBackend, LocalSandbox
 
-PHASES = ("create", "stage", "exec_true", "exec_again", "write_file", "collect", "close", "total")
+PHASES = (
+    "create",
+    "stage",
+    "exec_true",
+    "exec_again",
+    "exec_python",
+    "exec_tool",
+    "write_file",
+    "collect",
+    "close",
+    "total",
+)
 
 
 def make_workspace(root: Path, megabytes: int) -> Path:
@@ -50,6 +64,12 @@ def one_run(backend: LocalBackend, workspace: Path, dest: Path) -> dict[str, flo
     mark = time.perf_counter()
     sandbox.exec("true")
     times["exec_again"] = time.perf_counter() - mark
+    for phase, command in (("exec_python", "python3 -c pass"), ("exec_tool", "pdftotext -v")):
+        mark = time.perf_counter()
+        result = sandbox.exec(command)
+        times[phase] = time.perf_counter() - mark
+        if result.exit_code != 0:
+            raise SystemExit(f"{command} failed: {result}")
     mark = time.perf_counter()
     sandbox.write_file("prediction.csv", b"id,value\n1,3\n")
     times["write_file"] = time.perf_counter() - mark

@@ -53,15 +53,36 @@ ensure_workbench() {
     mkdir -p "$root"
     (
         flock 9
-        rm -rf "$root/python" "$root/.workbench-stamp"
-        /usr/bin/python3.11 -m venv "$root/python"
-        "$root/python/bin/python" -m pip install -q --disable-pip-version-check --no-deps \
+        [[ -f "$root/.workbench-stamp" && "$(cat "$root/.workbench-stamp")" == "$stamp" ]] && exit 0
+        # Built in a folder of its own, then swapped in by renaming a link: sandboxes that
+        # start meanwhile (another checkout's tests) see the old workbench or the new one,
+        # never half of one. The previous build stays for sandboxes still using it.
+        local build="python-$stamp"
+        rm -rf "${root:?}/$build"
+        /usr/bin/python3.11 -m venv "$root/$build"
+        "$root/$build/bin/python" -m pip install -q --disable-pip-version-check --no-deps \
             -r images/runtime-requirements.txt \
             2> >(grep -v "is ignored: it is neither a file nor a directory" >&2)
-        "$root/python/bin/python" -m pip check >/dev/null
-        install -m 0644 images/TOOLS.md images/capabilities.json "$root/"
+        "$root/$build/bin/python" -m pip check >/dev/null
+        chmod -R a+rX "$root/$build"
+        local previous=""
+        if [[ -L "$root/python" ]]; then
+            previous=$(readlink "$root/python")
+        elif [[ -d "$root/python" ]]; then
+            previous="python-old"
+            rm -rf "${root:?}/python-old"
+            mv "$root/python" "$root/python-old"
+        fi
+        ln -sfn "$build" "$root/.python-link"
+        mv -T "$root/.python-link" "$root/python"
+        for old in "$root"/python-*; do
+            [[ "$(basename "$old")" == "$build" || "$(basename "$old")" == "$previous" ]] || rm -rf "$old"
+        done
+        for name in TOOLS.md capabilities.json; do
+            install -m 0644 "images/$name" "$root/.$name.tmp" && mv -f "$root/.$name.tmp" "$root/$name"
+        done
         "$root/python/bin/python" images/workbench_manifest.py "$root" images/workbench-packages.txt
-        chmod -R a+rX "$root/python" "$root"/*.txt "$root"/*.json "$root/TOOLS.md"
+        chmod a+r "$root"/*.txt "$root"/*.json "$root/TOOLS.md"
         echo "$stamp" > "$root/.workbench-stamp"
     ) 9> "$root/.workbench-lock"
 }

@@ -169,6 +169,7 @@ def run_attempt(req: AttemptRequest) -> dict[str, Any]:
         outdir = workdir / "output"
         try:
             sandbox.collect(outdir)
+            sandbox_info["collect"] = getattr(sandbox, "collect_report", None)
         except SandboxError as exc:
             raise _sandbox_fault(f"collecting outputs failed: {exc}", exc) from exc
         phases["collect"] = time.monotonic() - t

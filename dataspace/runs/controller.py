@@ -137,6 +137,7 @@ def execute_run(
         task_ids = all_ids
     check_agents(spec)
     identity = spec.identity(release.fingerprint())
+    identity["runtime"] = _runtime_identity(spec)
     _claim_run(store, layout, spec, identity)
 
     counts = release.counts(task_ids)
@@ -195,6 +196,18 @@ def execute_run(
         executed=len(pending),
         infra_failures=infra,
     )
+
+
+def _runtime_identity(spec: RunSpec) -> dict[str, Any]:
+    """The sandbox runtime's manifest identity, part of the run fingerprint.
+
+    Raises:
+        SandboxError: the local workbench is missing (the message says how to install it).
+    """
+    from dataspace.sandbox.workbench import runtime_identity
+
+    sandbox = spec.sandbox
+    return runtime_identity(sandbox.backend, dict(sandbox.options), sandbox.image)
 
 
 def check_agents(spec: RunSpec) -> None:

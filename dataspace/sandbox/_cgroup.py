@@ -279,6 +279,15 @@ class SandboxCgroup:
         tracker, baseline = self._trackers[number]
         return ooms, _pids_hits(self.paths["pids"]) + _pids_hits(tracker) - baseline
 
+    def members(self) -> list[int]:
+        """Pids in the sandbox's groups and their children groups."""
+        found: set[int] = set()
+        for path in set(self.paths.values()):
+            found.update(_procs(path))
+            for child in [p for p in path.iterdir() if p.is_dir()]:
+                found.update(_procs(child))
+        return sorted(found)
+
     def kill_all(self) -> None:
         """Kill every process of the sandbox's groups (the groups stay)."""
         for path in set(self.paths.values()):

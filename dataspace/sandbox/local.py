@@ -329,7 +329,8 @@ def _system_ops(runtime_root: Path) -> list[tuple[str, ...]]:
             ops.append(("bind", path, path))
     ops.extend(("bind", path, path) for path in ("/usr", "/etc"))
     root = os.path.realpath(runtime_root)
-    ops.append(("bind", os.path.join(root, workbench.PYTHON_DIR), "/usr/local"))
+    # Resolved once: a rebuild swaps the link to a new folder, this sandbox keeps its own.
+    ops.append(("bind", os.path.realpath(os.path.join(root, workbench.PYTHON_DIR)), "/usr/local"))
     ops.append(("bind", root, workbench.RUNTIME_ROOT))
     return ops
 
@@ -819,12 +820,15 @@ class LocalSandbox:
         killed: set[int] = set()
         for attempt in range(200):  # the pids limit bounds what a fork loop makes meanwhile
             if self._cgroup is not None:
+                # Every process of a command joined the sandbox's group before entering it.
                 self._cgroup.kill_all()
-            members = [
-                pid
-                for pid, _, _ in _procs.namespace_members(self._pid_namespace or 0)
-                if pid != self._pid1
-            ]
+                members = self._cgroup.members()
+            else:
+                members = [
+                    pid
+                    for pid, _, _ in _procs.namespace_members(self._pid_namespace or 0)
+                    if pid != self._pid1
+                ]
             if not members:
                 return len(killed)
             for pid in members:

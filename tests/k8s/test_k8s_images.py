@@ -98,7 +98,7 @@ def stage_args(instructions: list[Instruction]) -> dict[str, str]:
 def copy_sources(instructions: list[Instruction]) -> list[str]:
     sources = []
     for i in instructions:
-        if i.keyword in ("COPY", "ADD"):
+        if i.keyword in ("COPY", "ADD") and "--from=" not in i.args:  # not from a stage
             parts = [p for p in i.args.split() if not p.startswith("--")]
             sources.extend(parts[:-1])
     return sources
@@ -136,10 +136,12 @@ def test_dockerfiles_parse_pin_their_base_and_copy_files_that_exist(
     instructions = parse_dockerfile(path)
     assert {i.keyword for i in instructions} <= INSTRUCTIONS
     assert instructions[0].keyword in ("ARG", "FROM")
-    base = next(i for i in instructions if i.keyword == "FROM").args
-    image = stage_args(instructions).get("PYTHON_IMAGE") if "${PYTHON_IMAGE}" in base else base
-    assert image and re.fullmatch(r"[\w./-]+:\d+\.\d+\.\d+[\w.-]*", image), image
-    assert "latest" not in image
+    args = stage_args(instructions)
+    for base in [i.args.split(" AS ")[0].strip() for i in instructions if i.keyword == "FROM"]:
+        variable = re.fullmatch(r"\$\{(\w+)\}", base)
+        image = args.get(variable.group(1)) if variable else base
+        assert image and re.fullmatch(r"[\w./-]+:\d+\.\d+\.\d+[\w.-]*", image), image
+        assert "latest" not in image
     assert re.fullmatch(r"\d{8}T\d{6}Z", stage_args(instructions)["DEBIAN_SNAPSHOT"])
     for source in copy_sources(instructions):
         assert (context / source).exists(), f"{dockerfile}: COPY source {source} is missing"

@@ -50,6 +50,15 @@ def test_gold_run_scores_everything_and_resumes(tmp_path, ray_local):
     assert "runs/t1/predictions/gold/attempt_2/task_1/prediction.csv" in keys
     run_json = json.loads(store.get_bytes("runs/t1/attempts/gold/task_2/1/run.json"))
     assert run_json["sandbox"]["enforcement"] in {"cgroup-v1", "cgroup-v2", "rlimit"}
+    # The runtime manifest is in every attempt record and in the run's fingerprint.
+    from dataspace.sandbox import workbench
+
+    runtime = workbench.manifest_identity(workbench.read_manifest())
+    assert run_json["sandbox"]["runtime"] == runtime
+    assert run_json["sandbox"]["collect"]["files"] >= 1
+    assert run_json["sandbox"]["collect"]["skipped"] == {}
+    claimed = json.loads(store.get_bytes("runs/t1/spec.json"))
+    assert claimed["identity"]["runtime"] == {"backend": "local", **runtime}
     events = store.get_bytes("runs/t1/attempts/gold/task_2/1/events.jsonl").decode()
     assert '"type": "submit"' in events
 
