@@ -249,8 +249,12 @@ def test_view_image_resizes_to_the_long_edge(local_backend, server, tmp_path):
     assert msgs[-1]["role"] == "user"
     assert msgs[-1]["content"][1]["image_url"]["url"].startswith("data:image/jpeg;base64,")
     assert [m["role"] for m in msgs[-4:]] == ["assistant", "tool", "tool", "user"]
-    # images are sent to the model but not copied into the trace
-    assert "base64," not in run.events_path.read_text()
+    # the image the model saw is in the trace once, as an image event of its call (the
+    # trace page shows it inline), and nowhere else
+    assert run.events_path.read_text().count("base64,") == 1
+    images = [e for e in run.events if e["type"] == "image"]
+    assert len(images) == 1 and images[0]["data_url"].startswith("data:image/jpeg;base64,")
+    assert images[0]["path"] == "/workspace/chart.png"
 
 
 def test_long_output_keeps_first_two_thirds_and_last_third(local_backend, server, tmp_path):
