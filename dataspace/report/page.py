@@ -98,10 +98,11 @@ def esc(value: Any) -> str:
 def is_missing(value: Any) -> bool:
     """None, NaN or pandas NA.
 
-    >>> is_missing(float("nan")), is_missing(0)
-    (True, False)
+    >>> import pandas as pd
+    >>> is_missing(float("nan")), is_missing(0), is_missing(pd.NA)
+    (True, False, True)
     """
-    if value is None:
+    if value is None or type(value).__name__ == "NAType":  # pd.NA: bool(pd.NA) raises
         return True
     try:
         return bool(value != value)  # NaN and pd.NA compare unequal to themselves

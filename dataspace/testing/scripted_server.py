@@ -80,6 +80,8 @@ class ScriptedServer:
         scripts: script name -> steps (see the module docstring).
         latency: seconds added before every reply (a slow model).
         exhausted_reply: the text sent when a script has no step left.
+        models: when given, the only model ids served; any other gets the 404 a gateway
+            sends for an unknown model.
 
     Example::
 
@@ -93,12 +95,14 @@ class ScriptedServer:
         *,
         latency: float = 0.0,
         exhausted_reply: str = "I have nothing more to do.",
+        models: Sequence[str] | None = None,
     ) -> None:
         self.scripts: dict[str, list[Mapping[str, Any]]] = {
             k: list(v) for k, v in (scripts or {}).items()
         }
         self.latency = latency
         self.exhausted_reply = exhausted_reply
+        self.models = None if models is None else frozenset(models)
         self.requests: list[RecordedRequest] = []
         self.in_flight = 0
         self.max_in_flight = 0
@@ -208,6 +212,10 @@ class ScriptedServer:
 
     def respond(self, body: Mapping[str, Any]) -> tuple[int, dict[str, str], bytes, str]:
         """Status, headers, body and outcome label for one request (no I/O)."""
+        model = body.get("model")
+        if self.models is not None and model not in self.models:
+            unknown = {"error": {"message": f"model {model!r} not found", "type": "not_found"}}
+            return 404, {}, json.dumps(unknown).encode(), "unknown_model"
         name, step = self._select(body)
         steps = self.scripts.get(name, []) if name is not None else []
         spec: Mapping[str, Any] = steps[step] if step < len(steps) else {}

@@ -34,7 +34,13 @@ def test_gold_run_scores_everything_and_resumes(tmp_path, ray_local):
     seen = []
     out = execute_run(spec, progress=seen.append)
     assert out.executed == 6 and out.skipped == 0
-    assert seen[0] == {"event": "plan", "total": 6, "done": 0, "pending": 6}
+    assert seen[0] == {
+        "event": "plan",
+        "total": 6,
+        "done": 0,
+        "pending": 6,
+        "agents": {"gold": {"total": 6, "done": 0, "passed": 0, "cost_usd": 0}},
+    }
     assert {r["status"] for r in out.rows} == {"submitted"}
     assert all(r["passed"] for r in out.rows)
     assert out.summary["agents"]["gold"]["accuracy"] == 1.0
