@@ -101,7 +101,7 @@ def plan_attempts(spec: RunSpec, task_ids: list[str]) -> list[PlannedAttempt]:
     runtime = asdict(spec.sandbox)
     limits = asdict(spec.limits)
     for agent in spec.agents:
-        agent_id = {k: v for k, v in agent_identity(agent).items() if k != "name"}
+        agent_id = agent_identity(agent)  # with its name: two agents may differ only by it
         for task_id in task_ids:
             for n in range(1, spec.attempts + 1):
                 key = fingerprint(

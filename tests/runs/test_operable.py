@@ -319,7 +319,7 @@ def test_prices_and_pace_are_not_identity_but_the_model_is(tmp_path, release, ra
         spec = write_spec(tmp_path / "s.yaml", release, store, agents, concurrency=2)
         again = dataspace("run", str(spec), env=env)
         assert again.returncode == 0, again.stdout + again.stderr
-        assert "0 run now, 4 already finished" in again.stdout
+        assert "0 run now, 4 already finished" in again.stdout, again.stdout
         assert "prices in/cached/out $4/$1/$16 per M tokens" in again.stdout
         summary = json.loads((store / "runs/r1/summary.json").read_text())
         assert summary["agents"]["a"]["cost_usd"] == pytest.approx(2 * cost_before)
