@@ -60,6 +60,9 @@ def live_status(label: str) -> Iterator[Callable[[dict[str, Any]], None]]:
         stats: dict[str, dict[str, float]] = {}
         causes: set[tuple[str, str]] = set()
 
+        def say(text: str) -> None:
+            bar.console.print(text, soft_wrap=True)  # never cut: logs and tests grep it
+
         def show(agent: str) -> None:
             s = stats[agent]
             text = f"passed {int(s['passed'])}  infra {int(s['infra'])}  ${s['cost']:.4f}"
@@ -87,7 +90,7 @@ def live_status(label: str) -> Iterator[Callable[[dict[str, Any]], None]]:
                     }
                     show(name)
             elif kind == "preflight":
-                bar.console.print(f"preflight {ev['check'].line()}")
+                say(f"preflight {ev['check'].line()}")
             elif kind == "infra":
                 agent = ev["agent"]
                 if agent in stats:
@@ -95,18 +98,18 @@ def live_status(label: str) -> Iterator[Callable[[dict[str, Any]], None]]:
                     show(agent)
                 if (agent, ev["code"]) not in causes:
                     causes.add((agent, ev["code"]))
-                    bar.console.print(
+                    say(
                         f"[yellow]{agent}: infrastructure failure ({ev['code']}) on "
                         f"{ev['task_id']}: {ev['error']}[/yellow]"
                     )
             elif kind == "agent_stopped":
-                bar.console.print(
+                say(
                     f"[red]{ev['agent']}: stopped after {ev['failures']} infrastructure "
                     f"failures in a row ({ev['code']}): {ev['error']}; its remaining attempts "
                     "are left for a rerun[/red]"
                 )
             elif kind == "spend_limit":
-                bar.console.print(
+                say(
                     f"[red]spend limit ${ev['limit']:.2f} reached (${ev['spent']:.4f} spent): "
                     "no new attempts scheduled[/red]"
                 )

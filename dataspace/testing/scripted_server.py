@@ -21,8 +21,10 @@ step. A step is a mapping::
 ``arguments`` may be a raw string (sent as is, e.g. invalid JSON). Faults are served, in
 order, to the first requests of that step (``times`` each) before the real reply. Fault
 kinds: ``status`` (any HTTP status, optional ``retry_after``), ``malformed`` (``not_json``,
-``no_choices``), ``drop`` (close the connection without answering) and ``delay`` (a slow
-reply). When a script runs out, the server replies with text and no tool call.
+``no_choices``), ``drop`` (close the connection without answering), ``delay`` (a slow
+reply) and ``wait`` (hold the reply until the test calls ``open_gate(name)``, at most
+``timeout`` seconds, default 300: a call known to be in progress). When a script runs
+out, the server replies with text and no tool call.
 
 Without explicit usage, a step reports deterministic counts derived from the request and
 reply sizes. ``ScriptedServer.reported`` sums what was reported, per script.
@@ -108,6 +110,7 @@ class ScriptedServer:
         self.max_in_flight = 0
         self.reported: dict[str, Reported] = {}
         self._served: dict[tuple[str | None, int], int] = {}
+        self._gates: dict[str, threading.Event] = {}
         self._lock = threading.Lock()
         self._httpd: ThreadingHTTPServer | None = None
         self._thread: threading.Thread | None = None
@@ -162,6 +165,14 @@ class ScriptedServer:
         """Add or replace one script."""
         with self._lock:
             self.scripts[name] = list(steps)
+
+    def _gate(self, name: str) -> threading.Event:
+        with self._lock:
+            return self._gates.setdefault(name, threading.Event())
+
+    def open_gate(self, name: str) -> None:
+        """Release every reply held by a ``wait`` fault on gate ``name`` (now and later)."""
+        self._gate(name).set()
 
     def served(self, script: str | None, step: int) -> int:
         """How many requests for ``step`` of ``script`` have arrived (counted on arrival)."""
@@ -223,7 +234,9 @@ class ScriptedServer:
         if fault is not None:
             with self._lock:
                 self.reported.setdefault(name or "", Reported()).faults += 1
-            if "delay" in fault and not ({"status", "malformed", "drop"} & set(fault)):
+            if "wait" in fault:
+                self._gate(str(fault["wait"])).wait(timeout=float(fault.get("timeout", 300)))
+            elif "delay" in fault and not ({"status", "malformed", "drop"} & set(fault)):
                 time.sleep(float(fault["delay"]))
             elif "status" in fault:
                 status = int(fault["status"])

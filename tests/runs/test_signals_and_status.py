@@ -107,8 +107,9 @@ def test_interrupted_run_resumes_losing_and_double_counting_nothing(tmp_path, ra
 def test_report_on_a_run_in_progress_says_so(tmp_path, ray_dir):
     release = write_tiny_release(tmp_path / "release", tasks=3)
     store = tmp_path / "store"
-    slow = [{"delay": 3.0, "content": "thinking"}]
-    scripts = {"*": [], "task_1": [], "task_2": slow, "task_3": slow}
+    # task_2's first call is held until the report is made: the run is surely in progress
+    held = [{"faults": [{"wait": "report-done"}], "content": "thinking"}]
+    scripts = {"*": [], "task_1": [], "task_2": held, "task_3": []}
     with ScriptedServer(scripts) as srv:
         spec = write_spec(tmp_path / "s.yaml", release, store, [model_agent(srv.url)])
         env = cli_env(ray_dir, **{KEY_ENV: SECRET})
@@ -121,10 +122,11 @@ def test_report_on_a_run_in_progress_says_so(tmp_path, ray_dir):
                     s = json.loads(summary_path.read_text())
                 except (OSError, ValueError):
                     return False
-                return s["partial"] and s["finished"] >= 1 and proc.poll() is None
+                return s["partial"] and s["finished"] >= 1 and srv.served("task_2", 0) > 0
 
             _wait(partial_with_one_done, 240, "a partial summary with one attempt finished")
             rep = dataspace("report", str(store / "runs/r1"), "--traces", "none", env=cli_env())
+            srv.open_gate("report-done")
             out, _ = proc.communicate(timeout=300)
         finally:
             if proc.poll() is None:
