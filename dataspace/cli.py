@@ -119,6 +119,13 @@ def _parser() -> argparse.ArgumentParser:
     v.add_argument("--require-gold", action="store_true")
     v.set_defaults(func=_cmd_validate)
 
+    x = sub.add_parser("export", help="write a run's submission bundle (one agent)")
+    x.add_argument("run", help="run folder: a path or store URI (file://..., s3://...)")
+    x.add_argument("--agent", required=True, help="the agent (name in the run spec)")
+    x.add_argument("--out", required=True, help="bundle folder to create")
+    x.add_argument("--attempt", type=int, default=1, help="which attempt (default 1)")
+    x.set_defaults(func=_cmd_export)
+
     for name, text in (
         ("eval", "the official evaluator's command line (same flags)"),
         ("report", "report of one or several runs"),
@@ -135,8 +142,17 @@ def _cmd_validate(args: argparse.Namespace) -> int:
     from dataspace.release import Release
 
     rel = Release(args.release)
-    rel.check(require_gold=args.require_gold)
-    print(f"{rel.root}: {len(rel.task_ids())} tasks, all valid")
+    counts = rel.check(require_gold=args.require_gold)
+    print(f"{rel.root}: {len(counts.tasks)} tasks, all valid; {counts.describe()}")
+    return 0
+
+
+def _cmd_export(args: argparse.Namespace) -> int:
+    from dataspace.runs.export import export_bundle
+
+    bundle = export_bundle(args.run, agent=args.agent, out=Path(args.out), attempt=args.attempt)
+    for line in bundle.describe():
+        print(line)
     return 0
 
 

@@ -137,6 +137,12 @@ def print_outcome(outcome: Any, *, started: float | None = None) -> None:
         f"attempts: {len(outcome.rows)} ({outcome.executed} run now, {outcome.skipped} "
         f"already finished); infrastructure faults retried: {len(outcome.infra_failures)}"
     )
+    if "tasks" in s:
+        from dataspace.release import describe_counts
+
+        n_skip = sum(1 for r in outcome.rows if r["status"] == "skipped")
+        skip = f"; {n_skip} oracle attempts skipped (no gold to submit)" if n_skip else ""
+        print(f"tasks: {describe_counts(s['scored_tasks'], s['tasks'])}{skip}")
     for name, a in s["agents"].items():
         acc = "-" if a["accuracy"] is None else f"{100 * a['accuracy']:.2f}%"
         prices = a.get("prices")

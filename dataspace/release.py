@@ -4,8 +4,15 @@ Layout (official; read unchanged)::
 
     input/task_N/task.json            {"task_id": "task_N", "question": "...", ...}
     input/task_N/context/...          the workspace: the only thing an agent sees
-    output/task_N/gold.csv            reference answer (may be absent: hidden gold)
-    evaluation/configs/task_N.json    evaluation config (schema 1.0)
+    output/task_N/gold.csv            reference answer (scored tasks only)
+    evaluation/configs/task_N.json    evaluation config (schema 1.0; scored tasks only)
+
+Scored and unscored tasks: the official evaluator scores exactly the tasks that have a
+config, so a task is *scored* when it has ``evaluation/configs/task_N.json`` and
+``output/task_N/gold.csv``, and *unscored* when it has neither (the official release ships
+410 inputs and gold and configs for 60). A task with only one of the two is an error: a
+config without gold stops the official evaluator, and gold without a config would silently
+leave the task out of the score's denominator.
 
 Our builder adds ``metadata/task_N.json`` (annotations for breakdowns) and
 ``ledger/task_N/{ledger.json, task_db.sqlite, ...}`` (provenance), plus ``release.json``
@@ -54,6 +61,39 @@ def sort_task_ids(ids: list[str]) -> list[str]:
     ['task_2', 'task_10']
     """
     return sorted(ids, key=task_number)
+
+
+@dataclass(frozen=True, kw_only=True)
+class ReleaseCounts:
+    """How many tasks a release has, and which are scored (gold and config) or not.
+
+    Attributes:
+        tasks: every task id with an ``input/task_N`` folder, in task order.
+        scored: the task ids that have gold and a config (what the evaluator counts).
+        unscored: the task ids that have input only (no gold, no config).
+    """
+
+    tasks: tuple[str, ...]
+    scored: tuple[str, ...]
+    unscored: tuple[str, ...]
+
+    def describe(self) -> str:
+        """One line for people.
+
+        >>> ReleaseCounts(tasks=("task_1", "task_2"), scored=("task_1",),
+        ...               unscored=("task_2",)).describe()
+        '1 scored of 2 tasks, 1 unscored (no gold)'
+        """
+        return describe_counts(len(self.scored), len(self.tasks))
+
+
+def describe_counts(scored: int, tasks: int) -> str:
+    """``N scored of M tasks, K unscored (no gold)``: the one wording for these counts.
+
+    >>> describe_counts(60, 410)
+    '60 scored of 410 tasks, 350 unscored (no gold)'
+    """
+    return f"{scored} scored of {tasks} tasks, {tasks - scored} unscored (no gold)"
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -131,6 +171,24 @@ class Release:
         """Whether the release ships this task's gold answer."""
         return self.gold_path(task_id).is_file()
 
+    def has_config(self, task_id: str) -> bool:
+        """Whether the release ships this task's evaluation config."""
+        return self.config_path(task_id).is_file()
+
+    def is_scored(self, task_id: str) -> bool:
+        """Whether the task is scored: it has a config, as the official evaluator counts.
+
+        In a release that passed ``check`` a task has a config exactly when it has gold.
+        """
+        return self.has_config(task_id)
+
+    def counts(self, task_ids: list[str] | None = None) -> ReleaseCounts:
+        """Scored and unscored tasks among ``task_ids`` (default: every task)."""
+        ids = self.task_ids() if task_ids is None else list(task_ids)
+        scored = tuple(t for t in ids if self.is_scored(t))
+        unscored = tuple(t for t in ids if not self.is_scored(t))
+        return ReleaseCounts(tasks=tuple(ids), scored=scored, unscored=unscored)
+
     def gold_bytes(self, task_id: str) -> bytes:
         """Raw bytes of the gold CSV."""
         path = self.gold_path(task_id)
@@ -174,8 +232,17 @@ class Release:
         return sum(p.stat().st_size for p in _walk_files(self.workspace(task_id)))
 
     # ---- validation ------------------------------------------------------------------
-    def check(self, *, require_gold: bool = False) -> None:
-        """Validate every task's inputs, config and gold; raise on the first problem.
+    def check(self, *, require_gold: bool = False) -> ReleaseCounts:
+        """Validate every task's inputs, and the config and gold of every scored task.
+
+        A task with input only is valid and unscored; a task with gold but no config, or a
+        config but no gold, is an error, as is a config or gold for a task with no input.
+
+        Args:
+            require_gold: refuse unscored tasks too (a release fresh from the builder).
+
+        Returns:
+            The scored and unscored tasks.
 
         Raises:
             ReleaseError: naming the first bad file and what is wrong with it.
@@ -185,20 +252,58 @@ class Release:
         ids = self.task_ids()
         if not ids:
             raise ReleaseError(self.root / "input", "no task_N folders")
+        self._check_orphans(set(ids))
         for task_id in ids:
             self.task(task_id)
-            self.config(task_id)
             self.metadata(task_id)
-            if self.has_gold(task_id):
-                path = self.gold_path(task_id)
-                try:
-                    evaluator.read_csv(path, role="gold")
-                except evaluator.FatalError as exc:
-                    raise ReleaseError(path, _strip_path(str(exc), path)) from exc
-                except evaluator.CsvError as exc:
-                    raise ReleaseError(path, str(exc)) from exc
-            elif require_gold:
-                raise ReleaseError(self.gold_path(task_id), "gold answer is missing")
+            has_gold, has_config = self.has_gold(task_id), self.has_config(task_id)
+            if has_config and not has_gold:
+                raise ReleaseError(
+                    self.gold_path(task_id),
+                    "gold answer is missing but the task has a config (the evaluator "
+                    "stops on it); add the gold or remove the config to leave the task "
+                    "unscored",
+                )
+            if has_gold and not has_config:
+                raise ReleaseError(
+                    self.config_path(task_id),
+                    "config is missing but the task has gold (it would not be scored); "
+                    "add the config or remove the gold to leave the task unscored",
+                )
+            if not has_gold:
+                if require_gold:
+                    raise ReleaseError(self.gold_path(task_id), "gold answer is missing")
+                continue
+            self.config(task_id)
+            path = self.gold_path(task_id)
+            try:
+                evaluator.read_csv(path, role="gold")
+            except evaluator.FatalError as exc:
+                raise ReleaseError(path, _strip_path(str(exc), path)) from exc
+            except evaluator.CsvError as exc:
+                raise ReleaseError(path, str(exc)) from exc
+        return self.counts(ids)
+
+    def _check_orphans(self, ids: set[str]) -> None:
+        """Refuse configs and gold of tasks that have no input (the evaluator would count them)."""
+        configs = self.root / "evaluation" / "configs"
+        if configs.is_dir():
+            for path in sorted(configs.glob("task_*.json")):
+                if _TASK_RE.match(path.stem) and path.stem not in ids:
+                    raise ReleaseError(
+                        path,
+                        f"config of a task with no input/{path.stem}/ folder (the evaluator "
+                        "would score it as missing); add the input or remove the config",
+                    )
+        output = self.root / "output"
+        if output.is_dir():
+            for path in sorted(output.glob("task_*/gold.csv")):
+                if path.parent.name not in ids:
+                    raise ReleaseError(
+                        path,
+                        f"gold of a task with no input/{path.parent.name}/ folder; add the "
+                        "input or remove the gold",
+                    )
 
     def fingerprint(self) -> str:
         """SHA-256 over task inputs, configs and gold (names + bytes), for run identity."""
@@ -227,8 +332,8 @@ class TaskArtifacts:
         question: the question the agent sees.
         task_extra: further keys of task.json (never gold-revealing).
         context: workspace files, relative path -> bytes or a local file to copy.
-        gold_csv: the reference answer as CSV bytes (None for hidden gold).
-        config: the evaluation config object (schema 1.0).
+        gold_csv: the reference answer as CSV bytes (None for an unscored task).
+        config: the evaluation config object (schema 1.0; None for an unscored task).
         metadata: annotations for reports.
         ledger: provenance; must have the keys in ``LEDGER_REQUIRED_KEYS``.
         ledger_files: further ledger files (``task_db.sqlite`` ...), name -> bytes or path.
@@ -238,7 +343,7 @@ class TaskArtifacts:
     question: str
     context: Mapping[str, bytes | Path]
     gold_csv: bytes | None
-    config: Mapping[str, Any]
+    config: Mapping[str, Any] | None
     metadata: Mapping[str, Any] = field(default_factory=dict)
     ledger: Mapping[str, Any] = field(default_factory=dict)
     ledger_files: Mapping[str, bytes | Path] = field(default_factory=dict)
@@ -303,13 +408,18 @@ class ReleaseWriter:
         if task.task_id in self._tasks:
             raise ReleaseError(task.task_id, "task id written twice")
         cfg_name = f"evaluation/configs/{task.task_id}.json"
-        try:
-            parsed = evaluator.parse_config(dict(task.config), source=cfg_name)
-        except evaluator.FatalError as exc:
-            raise ReleaseError(cfg_name, str(exc)) from exc
-        if parsed.task_id != task.task_id:
-            raise ReleaseError(cfg_name, f"config task_id {parsed.task_id!r} does not match")
-        if task.gold_csv is not None:
+        if (task.config is None) != (task.gold_csv is None):
+            raise ReleaseError(
+                cfg_name,
+                "a task has both gold and a config (scored) or neither (unscored)",
+            )
+        if task.config is not None and task.gold_csv is not None:
+            try:
+                parsed = evaluator.parse_config(dict(task.config), source=cfg_name)
+            except evaluator.FatalError as exc:
+                raise ReleaseError(cfg_name, str(exc)) from exc
+            if parsed.task_id != task.task_id:
+                raise ReleaseError(cfg_name, f"config task_id {parsed.task_id!r} does not match")
             gold_name = f"output/{task.task_id}/gold.csv"
             try:
                 table = evaluator.read_csv(task.gold_csv, role="gold")
@@ -330,10 +440,10 @@ class ReleaseWriter:
         _write_json(tdir / "task.json", body)
         for rel, src in task.context.items():
             _put(tdir / "context", rel, src)
-        if task.gold_csv is not None:
+        if task.gold_csv is not None and task.config is not None:
             (root / "output" / task.task_id).mkdir()
             (root / "output" / task.task_id / "gold.csv").write_bytes(task.gold_csv)
-        _write_json(root / cfg_name, dict(task.config))
+            _write_json(root / cfg_name, dict(task.config))
         if task.metadata:
             _write_json(root / "metadata" / f"{task.task_id}.json", dict(task.metadata))
         if task.ledger or task.ledger_files:
@@ -436,9 +546,11 @@ def _strip_path(message: str, path: Path) -> str:
 __all__ = [
     "LEDGER_REQUIRED_KEYS",
     "Release",
+    "ReleaseCounts",
     "ReleaseWriter",
     "TaskArtifacts",
     "TaskInput",
+    "describe_counts",
     "sort_task_ids",
     "task_number",
 ]

@@ -181,6 +181,11 @@ def report(outcome: Any, swept: int) -> int:
         f"run {outcome.run_id}: {outcome.executed} attempts run, {outcome.skipped} skipped "
         f"(finished before), results in {outcome.store_uri}"
     )
+    if "tasks" in outcome.summary:
+        from dataspace.release import describe_counts
+
+        s = outcome.summary
+        print(f"  tasks: {describe_counts(s['scored_tasks'], s['tasks'])}")
     for name, agent in outcome.summary["agents"].items():
         acc = agent["accuracy"]
         acc_text = "n/a" if acc is None else f"{100 * acc:.2f}%"

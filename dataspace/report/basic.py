@@ -49,7 +49,8 @@ def render_markdown(summary: Mapping[str, Any]) -> str:
     lines = [
         f"# Run `{summary['run_id']}`",
         "",
-        f"{summary['attempts']} attempts; wall time {summary['wall_seconds']:.1f} s.",
+        f"{summary['attempts']} attempts; wall time {summary['wall_seconds']:.1f} s."
+        + _counts(summary),
         "",
         "## Accuracy per agent",
         "",
@@ -103,6 +104,7 @@ def render_html(summary: Mapping[str, Any]) -> str:
         + "</tr>"
         for r in rows
     )
+    counts = esc(_counts(summary))
     spend = ""
     if summary.get("stopped_for_spend_limit"):
         spend = (
@@ -116,7 +118,7 @@ table{{border-collapse:collapse;margin:1em 0}}td,th{{border:1px solid #ccc;paddi
 th{{background:#f3f3f3}}.n{{text-align:right;font-variant-numeric:tabular-nums}}
 .warn{{color:#a00;font-weight:bold}}</style></head><body>
 <h1>Run <code>{esc(summary["run_id"])}</code></h1>
-<p>{summary["attempts"]} attempts; wall time {summary["wall_seconds"]:.1f} s.</p>{spend}
+<p>{summary["attempts"]} attempts; wall time {summary["wall_seconds"]:.1f} s.{counts}</p>{spend}
 <h2>Accuracy per agent</h2>
 <table id="accuracy"><tr><th>agent</th><th>harness</th><th>model</th><th>accuracy %</th>
 <th>passed</th><th>scored</th><th>attempts</th><th>infra-retried</th><th>cost USD</th></tr>
@@ -126,6 +128,15 @@ th{{background:#f3f3f3}}.n{{text-align:right;font-variant-numeric:tabular-nums}}
 {st_rows}</table>
 </body></html>
 """
+
+
+def _counts(summary: Mapping[str, Any]) -> str:
+    """`` N scored of M tasks, K unscored (no gold).`` when the summary counts tasks."""
+    from dataspace.release import describe_counts
+
+    if "tasks" not in summary:
+        return ""
+    return f" {describe_counts(summary['scored_tasks'], summary['tasks'])}."
 
 
 def write_basic_report(store: Any, run_prefix: str, summary: Mapping[str, Any]) -> list[str]:

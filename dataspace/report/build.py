@@ -298,6 +298,8 @@ def _notes(
     notes: list[str] = [n for r in runs for n in _summary_notes(r)]
     if df.empty:
         return [*notes, "The runs hold no attempts."]
+    for r in runs:
+        notes.append(f"Run {r.run_id}: {_describe_tasks(df[df['run_id'] == r.run_id])}.")
     if rel is not None:
         notes.extend(rel.problems)
         if not rel.tasks:
@@ -320,8 +322,9 @@ def _notes(
     n_unscored = int((df["passed"].isna() & ~status.isin([NOT_SCHEDULED])).sum())
     if n_unscored:
         notes.append(
-            f"{n_unscored} attempt(s) are unscored (their release hides the gold "
-            "answers): they are left out of accuracy."
+            f"{n_unscored} attempt(s) are unscored (their tasks have no gold answer and "
+            "no config): they are left out of accuracy, whose denominator is the scored "
+            "tasks, as the official evaluator counts."
         )
     if int(df["attempt"].max()) > 1:
         notes.append(
@@ -338,12 +341,37 @@ def _notes(
     return notes
 
 
+def _unscored_tasks(df: Any) -> set[str]:
+    """Tasks without gold: rows say ``scored: false`` (older results: no verdict at all)."""
+    from dataspace.report.tables import NOT_SCHEDULED
+
+    if "scored" in df.columns and df["scored"].notna().any():
+        unscored_rows = (df["scored"].astype("boolean") == False).fillna(False)  # noqa: E712
+        return {str(t) for t in df.loc[unscored_rows.astype(bool), "task_id"]}
+    unscored = df["passed"].isna() & (df["status"] != NOT_SCHEDULED)
+    by_task = unscored.groupby(df["task_id"]).all()
+    return {str(t) for t, u in by_task.items() if u}
+
+
+def _describe_tasks(df: Any) -> str:
+    """``N scored of M tasks, K unscored (no gold)`` for one run's rows."""
+    from dataspace.release import describe_counts
+
+    tasks = int(df["task_id"].nunique())
+    return describe_counts(tasks - len(_unscored_tasks(df)), tasks)
+
+
 def _run_info(run: RunData, df: Any) -> dict[str, Any]:
     mine = df[df["run_id"] == run.run_id] if not df.empty else df
     s = run.summary or {}
+    tasks = int(mine["task_id"].nunique()) if len(mine) else 0
+    unscored = len(_unscored_tasks(mine)) if len(mine) else 0
     return {
         "run_id": run.run_id,
         "uri": run.source.uri,
+        "tasks": tasks,
+        "scored_tasks": tasks - unscored,
+        "unscored_tasks": unscored,
         "attempts": len(mine),
         "agents": ", ".join(sorted(map(str, mine["agent"].unique()))) if len(mine) else "",
         "wall_seconds": s.get("wall_seconds"),

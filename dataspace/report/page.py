@@ -105,9 +105,9 @@ def is_missing(value: Any) -> bool:
     if value is None or type(value).__name__ == "NAType":  # pd.NA: bool(pd.NA) raises
         return True
     try:
-        return bool(value != value)  # NaN and pd.NA compare unequal to themselves
+        return bool(value != value)  # NaN compares unequal to itself
     except (TypeError, ValueError):
-        return False
+        return type(value).__name__ == "NAType"  # pd.NA: its comparisons are NA too
 
 
 def fmt(value: Any, spec: Formatter | None = None) -> str:

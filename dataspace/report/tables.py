@@ -29,7 +29,8 @@ logger = logging.getLogger(__name__)
 
 INFRA_STATUS = "infrastructure_error"
 NOT_SCHEDULED = "not_scheduled"
-NO_OUTCOME = (INFRA_STATUS, NOT_SCHEDULED)
+SKIPPED = "skipped"  # an oracle on a task without gold: never run
+NO_OUTCOME = (INFRA_STATUS, NOT_SCHEDULED, SKIPPED)
 PHASE_COLUMNS = ("queue", "staging", "sandbox_start", "agent", "collect", "evaluation", "upload")
 TOKEN_KINDS = ("input", "cached_input", "output", "reasoning")
 

@@ -275,10 +275,10 @@ def _submitted_prediction(submitted: str | None, outdir: Path) -> tuple[Path | N
 def _score(
     release: Any, task_id: str, prediction: Path | None, problem: str | None
 ) -> dict[str, Any] | None:
-    """The official per-task verdict, or None when the release has no gold for the task."""
+    """The official per-task verdict, or None for an unscored task (no gold, no config)."""
     import evaluator
 
-    if not release.has_gold(task_id):
+    if not release.is_scored(task_id):
         return None
     with tempfile.TemporaryDirectory(prefix="ds-eval-") as tmp:
         pred = Path(tmp) / "prediction.csv"  # absent file -> missing_prediction
@@ -315,6 +315,7 @@ def _row(
         "task_id": req.task_id,
         "attempt": req.attempt,
         "status": status,
+        "scored": verdict is not None,
         "passed": None if verdict is None else bool(verdict["passed"]),
         "error_code": None if verdict is None else verdict.get("error_code"),
         "error": meta["error"],

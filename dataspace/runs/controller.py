@@ -15,7 +15,8 @@ Faults: a worker that dies (kill -9, node lost, out of memory) or an attempt tha
 ``max_infra_retries``; the final row says how many times it was retried. An attempt that
 exhausts its retries has no ``result.json`` (a rerun tries it again) and appears in the
 results as ``infrastructure_error``. Agent outcomes are final. After ``fail_fast_after``
-infrastructure failures of one agent in a row (no attempt of it finishing in between), that
+infrastructure failures of one agent in a row (``InfrastructureError``: its model endpoint,
+key or sandbox; not a lost Ray worker; no attempt of it finishing in between), that
 agent is stopped: nothing more of it is scheduled, its cause is reported once, and its
 remaining attempts stay unfinished so a rerun resumes them.
 
@@ -24,6 +25,11 @@ Live status: ``results.parquet`` and ``summary.json`` are rewritten (atomically)
 not partial unless the run was interrupted. The summary's wall time adds up every
 invocation of the run. Costs are recomputed from tokens with the prices of the latest
 invocation, which the summary shows.
+
+Unscored tasks (input only, no gold or config: the official release has 350 of them) are
+run like every other task and their rows say ``scored: false`` with no verdict. An agent
+that needs the oracle (``gold``) has no answer to give on them: its attempts there are not
+run but recorded as ``skipped``, so the run and its report still show every task.
 """
 
 from __future__ import annotations
@@ -47,6 +53,7 @@ logger = logging.getLogger(__name__)
 ProgressFn = Callable[[dict[str, Any]], None]
 UNFINISHED = ("infrastructure_error", "not_scheduled")
 STATUS_INTERVAL = 5.0
+SKIPPED = "skipped"  # status of an oracle attempt on a task without gold (never run)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -57,6 +64,7 @@ class PlannedAttempt:
     task_id: str
     attempt: int
     key: str
+    skip: str | None = None
 
 
 @dataclass(kw_only=True)
@@ -93,8 +101,22 @@ class RunOutcome:
         return not self.unfinished and not self.interrupted
 
 
-def plan_attempts(spec: RunSpec, task_ids: list[str]) -> list[PlannedAttempt]:
-    """Every attempt of the run, with its content key."""
+def plan_attempts(
+    spec: RunSpec,
+    task_ids: list[str],
+    *,
+    unscored: frozenset[str] = frozenset(),
+    oracle_agents: frozenset[str] = frozenset(),
+) -> list[PlannedAttempt]:
+    """Every attempt of the run, with its content key.
+
+    Args:
+        spec: the run spec.
+        task_ids: the tasks of the run.
+        unscored: the tasks without gold.
+        oracle_agents: names of agents that submit the gold answer; their attempts on
+            unscored tasks are planned with a ``skip`` reason and never run.
+    """
     from dataclasses import asdict
 
     out = []
@@ -113,7 +135,12 @@ def plan_attempts(spec: RunSpec, task_ids: list[str]) -> list[PlannedAttempt]:
                         "attempt": n,
                     }
                 )[:20]
-                out.append(PlannedAttempt(agent=agent.name, task_id=task_id, attempt=n, key=key))
+                skip = None
+                if agent.name in oracle_agents and task_id in unscored:
+                    skip = f"{task_id} has no gold answer for the oracle to submit (unscored)"
+                out.append(
+                    PlannedAttempt(agent=agent.name, task_id=task_id, attempt=n, key=key, skip=skip)
+                )
     return out
 
 
@@ -165,16 +192,25 @@ def execute_run(
     identity = spec.identity(release.fingerprint())
     recorded = _check_recorded(store, layout, spec, identity)
 
-    plan = plan_attempts(spec, task_ids)
-    finished, failures = _load_state(store, layout, plan)
-    pending = [p for p in plan if p.key not in finished]
-    emit(_plan_event(spec, plan, finished))
+    counts = release.counts(task_ids)
+    plan = plan_attempts(
+        spec,
+        task_ids,
+        unscored=frozenset(counts.unscored),
+        oracle_agents=_oracle_agents(spec),
+    )
+    skipped = {p.key: _skipped_row(spec, p, release) for p in plan if p.skip}
+    finished, failures = _load_state(store, layout, [p for p in plan if not p.skip])
+    pending = [p for p in plan if p.key not in finished and p.key not in skipped]
+    emit(_plan_event(spec, plan, {**finished, **skipped}))
     logger.info(
-        "run %s: %d attempts, %d finished, %d to run",
+        "run %s: %d attempts, %d finished, %d skipped, %d to run; %s",
         spec.run_id,
         len(plan),
         len(finished),
+        len(skipped),
         len(pending),
+        counts.describe(),
     )
     report = None
     if pending and preflight:
@@ -195,13 +231,15 @@ def execute_run(
         layout=layout,
         release=release,
         plan=plan,
-        rows=dict(finished),
+        rows={**finished, **skipped},
         failures=failures,
         emit=emit,
         invocations=_prior_invocations(store, layout),
         t0=t0,
         status_interval=status_interval,
         preflight_cost=report.cost_usd if report else 0.0,
+        scored_tasks=len(counts.scored),
+        tasks=len(counts.tasks),
     )
     try:
         if pending:
@@ -241,6 +279,37 @@ def check_agents(spec: RunSpec) -> None:
                 check(dict(a.settings), has_model=a.model is not None)
         except ConfigError as exc:
             raise ConfigError(f"agents[{i}] (agent {a.name!r}): {exc}") from None
+
+
+def _oracle_agents(spec: RunSpec) -> frozenset[str]:
+    """Names of the agents whose harness submits the release's gold answer."""
+    from dataspace.agents import get_agent
+
+    return frozenset(
+        a.name for a in spec.agents if getattr(get_agent(a.harness), "needs_oracle", False)
+    )
+
+
+def _skipped_row(spec: RunSpec, p: PlannedAttempt, release: Release) -> dict[str, Any]:
+    """The row of an attempt that is not run (an oracle on a task without gold)."""
+    agent = next(a for a in spec.agents if a.name == p.agent)
+    return {
+        "run_id": spec.run_id,
+        "key": p.key,
+        "agent": p.agent,
+        "harness": agent.harness,
+        "model": agent.model.id if agent.model else None,
+        "task_id": p.task_id,
+        "attempt": p.attempt,
+        "status": SKIPPED,
+        "scored": False,
+        "passed": None,
+        "error_code": None,
+        "error": p.skip,
+        "infra_retries": 0,
+        "verdict": None,
+        "task_metadata": release.metadata(p.task_id) or {},
+    }
 
 
 def _plan_event(
@@ -370,6 +439,8 @@ class _Run:
     t0: float
     status_interval: float
     preflight_cost: float = 0.0
+    scored_tasks: int | None = None
+    tasks: int | None = None
     executed: int = 0
     new_failures: list[dict[str, Any]] = field(default_factory=list)
     stopped: dict[str, str] = field(default_factory=dict)
@@ -506,10 +577,13 @@ class _Run:
         )
         self.emit({"event": "infra", **info})
         name = req.agent.name
-        self.in_a_row[name] = self.in_a_row.get(name, 0) + 1
+        if isinstance(cause, InfrastructureError):
+            # the agent's own faults (model endpoint, key, sandbox); a lost worker or node
+            # says nothing about the agent and never stops it
+            self.in_a_row[name] = self.in_a_row.get(name, 0) + 1
         if (
             spec.fail_fast_after
-            and self.in_a_row[name] >= spec.fail_fast_after
+            and self.in_a_row.get(name, 0) >= spec.fail_fast_after
             and name not in self.stopped
         ):
             cause_text = f"{code}: {rec['error']}"
@@ -567,6 +641,8 @@ class _Run:
             stopped_agents=self.stopped,
             interrupted=self.interrupted,
             preflight_cost=self.preflight_cost,
+            scored_tasks=self.scored_tasks,
+            tasks=self.tasks,
         )
         write_results(self.store, self.layout, all_rows, summary)
         return all_rows, summary
@@ -575,6 +651,7 @@ class _Run:
         failures = self.failures.get(p.key, [])
         agent = next(a for a in self.spec.agents if a.name == p.agent)
         status = "infrastructure_error" if failures else "not_scheduled"
+        scored = self.release.is_scored(p.task_id)
         if failures:
             error = failures[-1]["error"]
         elif p.agent in self.stopped:
@@ -592,7 +669,8 @@ class _Run:
             "task_id": p.task_id,
             "attempt": p.attempt,
             "status": status,
-            "passed": False if failures else None,
+            "scored": scored,
+            "passed": False if failures and scored else None,
             "error_code": failures[-1].get("code") if failures else None,
             "error": error,
             "infra_retries": len(failures),
@@ -638,8 +716,19 @@ def summarize(
     stopped_agents: dict[str, str] | None = None,
     interrupted: bool = False,
     preflight_cost: float = 0.0,
+    scored_tasks: int | None = None,
+    tasks: int | None = None,
 ) -> dict[str, Any]:
-    """Per-agent accuracy, status counts, cost, prices and the run's wall time."""
+    """Per-agent accuracy, status counts, cost, prices and the run's wall time.
+
+    Accuracy is over scored attempts (tasks with a config, as the official evaluator
+    counts); ``tasks``, ``scored_tasks`` and ``unscored_tasks`` count the run's tasks.
+    """
+    ids = {r["task_id"] for r in rows}
+    if tasks is None:
+        tasks = len(ids)
+    if scored_tasks is None:
+        scored_tasks = len({r["task_id"] for r in rows if r.get("scored", True)})
     agents: dict[str, Any] = {}
     for a in spec.agents:
         mine = [r for r in rows if r["agent"] == a.name]
@@ -664,6 +753,7 @@ def summarize(
             "scored": len(scored),
             "passed": passed,
             "accuracy": passed / len(scored) if scored else None,
+            "unscored": sum(1 for r in mine if r.get("scored") is False),
             "status_counts": dict(sorted(status_counts.items())),
             "infra_retried_attempts": sum(1 for r in mine if r.get("infra_retries")),
             "cost_usd": sum(float(r.get("cost_usd") or 0.0) for r in mine),
@@ -678,6 +768,9 @@ def summarize(
         "updated_at": time.time(),
         "attempts": len(rows),
         "finished": sum(1 for r in rows if r["status"] not in UNFINISHED),
+        "tasks": tasks,
+        "scored_tasks": scored_tasks,
+        "unscored_tasks": tasks - scored_tasks,
         "agents": agents,
         "wall_seconds": wall_seconds,
         "invocations": invocations or [],
@@ -699,6 +792,7 @@ def write_results(
 
 
 __all__ = [
+    "SKIPPED",
     "UNFINISHED",
     "PlannedAttempt",
     "RunOutcome",

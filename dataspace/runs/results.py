@@ -24,6 +24,7 @@ COLUMNS: tuple[tuple[str, str], ...] = (
     ("task_id", "string"),
     ("attempt", "int64"),
     ("status", "string"),
+    ("scored", "bool"),  # false: the task has no gold (unscored), so passed is null
     ("passed", "bool"),
     ("error_code", "string"),
     ("error", "string"),

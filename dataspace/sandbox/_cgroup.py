@@ -116,14 +116,42 @@ def detect(prefer: str = "auto") -> CgroupLayout | None:
     return _detect_v1(mounts)
 
 
+def own_groups(text: str) -> dict[str, str]:
+    r"""This process's group per controller from a ``/proc/self/cgroup`` text (v2: ``""``).
+
+    >>> own_groups("4:memory:/jobs/7\n2:cpu,cpuacct:/\n0::/user.slice/run-1.scope\n")
+    {'memory': '/jobs/7', 'cpu': '/', 'cpuacct': '/', '': '/user.slice/run-1.scope'}
+    """
+    groups: dict[str, str] = {}
+    for line in text.splitlines():
+        _, _, rest = line.partition(":")
+        controllers, _, path = rest.partition(":")
+        for name in controllers.split(",") if controllers else [""]:
+            groups.setdefault(name, path or "/")
+    return groups
+
+
+def _own_groups() -> dict[str, str]:
+    try:
+        return own_groups(Path("/proc/self/cgroup").read_text())
+    except OSError:
+        return {}
+
+
+def _under(point: str, group: str) -> Path:
+    """The folder of our groups: ``GROUP`` inside the controller's own group."""
+    return Path(point) / group.strip("/") / GROUP if group.strip("/") else Path(point) / GROUP
+
+
 def _detect_v1(mounts: list[tuple[str, str, set[str]]]) -> CgroupLayout | None:
     parents: dict[str, Path] = {}
+    own = _own_groups()
     for kind, point, options in mounts:
         if kind != "cgroup":
             continue
         for controller in CONTROLLERS:
             if controller in options and controller not in parents:
-                parents[controller] = Path(point) / GROUP
+                parents[controller] = _under(point, own.get(controller, "/"))
     if "memory" not in parents or "pids" not in parents:
         return None
     for controller, parent in list(parents.items()):
@@ -138,28 +166,41 @@ def _detect_v1(mounts: list[tuple[str, str, set[str]]]) -> CgroupLayout | None:
 
 
 def _detect_v2(mounts: list[tuple[str, str, set[str]]]) -> CgroupLayout | None:
+    own = _own_groups().get("", "/")
     for kind, point, _ in mounts:
         if kind != "cgroup2":
             continue
-        root = Path(point)
-        try:
-            available = set((root / "cgroup.controllers").read_text().split())
-        except OSError:
-            continue
-        wanted = [c for c in CONTROLLERS if c in available]
-        if "memory" not in wanted or "pids" not in wanted:
-            continue
-        parent = root / GROUP
-        try:
-            enable = " ".join(f"+{c}" for c in wanted)
-            (root / "cgroup.subtree_control").write_text(enable)
-            _probe(parent)
-            (parent / "cgroup.subtree_control").write_text(enable)
-        except OSError as exc:
-            logger.debug("cgroup v2 at %s is not writable: %s", root, exc)
-            continue
-        return CgroupLayout(version=2, parents=dict.fromkeys(wanted, parent))
+        # Inside the controller's own group first. v2 lets a group with processes in it
+        # have no controller-enabled children (unless it is the root), so where the
+        # controller shares its group, the hierarchy's root is the fallback.
+        homes = [Path(point) / own.strip("/")] if own.strip("/") else []
+        for home in [*homes, Path(point)]:
+            layout = _v2_at(home)
+            if layout is not None:
+                if not homes or home != homes[0]:
+                    logger.info("cgroup v2: sandbox groups under %s", home)
+                return layout
     return None
+
+
+def _v2_at(home: Path) -> CgroupLayout | None:
+    try:
+        available = set((home / "cgroup.controllers").read_text().split())
+    except OSError:
+        return None
+    wanted = [c for c in CONTROLLERS if c in available]
+    if "memory" not in wanted or "pids" not in wanted:
+        return None
+    parent = home / GROUP
+    try:
+        enable = " ".join(f"+{c}" for c in wanted)
+        (home / "cgroup.subtree_control").write_text(enable)
+        _probe(parent)
+        (parent / "cgroup.subtree_control").write_text(enable)
+    except OSError as exc:
+        logger.debug("cgroup v2 at %s is not writable: %s", home, exc)
+        return None
+    return CgroupLayout(version=2, parents=dict.fromkeys(wanted, parent))
 
 
 def _probe(parent: Path) -> None:
@@ -231,13 +272,19 @@ class SandboxCgroup:
             files.update(p / "cgroup.procs" for c, p in self.paths.items() if c != "pids")
         return sorted(str(f) for f in files)
 
-    def events(self, number: int) -> int:
-        """OOM kills and pids-limit hits so far: of the sandbox, and of command ``number``."""
+    def counters(self, number: int) -> tuple[int, int]:
+        """(OOM kills, pids-limit hits) so far, of the sandbox and of command ``number``."""
         oom_file = "memory.oom_control" if self.layout.version == 1 else "memory.events"
-        count = _read_key(self.paths["memory"] / oom_file, "oom_kill")
-        count += _pids_hits(self.paths["pids"])
+        ooms = _read_key(self.paths["memory"] / oom_file, "oom_kill")
         tracker, baseline = self._trackers[number]
-        return count + _pids_hits(tracker) - baseline
+        return ooms, _pids_hits(self.paths["pids"]) + _pids_hits(tracker) - baseline
+
+    def kill_all(self) -> None:
+        """Kill every process of the sandbox's groups (the groups stay)."""
+        for path in set(self.paths.values()):
+            for child in [p for p in path.iterdir() if p.is_dir()]:
+                _kill_group(child)
+            _kill_group(path)
 
     def kill_exec(self, number: int, spare: int | None = None) -> None:
         """Kill every process that command ``number`` started, except ``spare``.

@@ -6,7 +6,9 @@ followed by filesystem operations, each a word and its fields::
 
     _init.py id=<sandbox id> ppid=<controller pid> deadline=<CLOCK_MONOTONIC seconds>
         root=<empty host folder> userns=<inner:outer-uid:outer-gid|->
+        late_userns=<inner:outer-uid:outer-gid|->
         bind <src> <dst> | link <target> <dst> | tmpfs <dst> <options> | dev | proc
+        | hidden <src> <dst>
 
 Two processes result. The first stays in the controller's PID namespace, dies with the
 controller (``PR_SET_PDEATHSIG``) and waits for the second, which is PID 1 of the new PID
@@ -16,8 +18,17 @@ the tmpfs scratch folders, pivots into it, prints ``ready`` with its timings and
 reaps orphans; at the sandbox deadline it kills every other process of the namespace.
 When PID 1 dies, the kernel kills everything left in its PID namespace.
 
+User namespaces. An unprivileged controller (``userns=``) unshares one together with the
+other namespaces, so it owns them all, and writes its single mapping itself. A root
+controller (``late_userns=``) builds the root as root; then PID 1 unshares a user namespace
+of its own (owning nothing but itself, so no process in it can change the mounts) and the
+first process, still in the host's user namespace, writes its mapping: the sandbox uid to
+the given host ids. Commands join it last (``nsenter -U``), so each sandbox has its own user
+namespace and with it its own user keyrings.
+
 Protocol on stdout (which the controller reads until end of file): ``pid <host pid of PID
-1>``, then ``ready <setup seconds> <workspace bind seconds>`` or ``error <message>``.
+1>``, then ``ready <setup seconds> <workspace bind seconds> <host path hidden: 1 or 0>``
+or ``error <message>``.
 """
 
 import contextlib
@@ -51,6 +62,14 @@ MOUNT_ATTR_RDONLY = 0x1
 MOUNT_ATTR_NOSUID = 0x2
 MOUNT_ATTR_NODEV = 0x4
 SYS_MOUNT_SETATTR = 442
+SYS_OPEN_TREE, SYS_MOVE_MOUNT, SYS_FSOPEN, SYS_FSCONFIG, SYS_FSMOUNT = 428, 429, 430, 431, 432
+OPEN_TREE_CLONE = 1
+OPEN_TREE_CLOEXEC = 0o2000000
+FSOPEN_CLOEXEC = 1
+FSCONFIG_SET_FD = 5
+FSCONFIG_CMD_CREATE = 6
+FSMOUNT_CLOEXEC = 1
+MOVE_MOUNT_F_EMPTY_PATH = 4
 SYS_PIVOT_ROOT = {"x86_64": 155, "aarch64": 41}.get(os.uname().machine)
 
 # statvfs f_flag bits that the kernel locks on mounts inherited from a more privileged
@@ -113,6 +132,48 @@ def bind(src, dst, readonly):
         make_readonly(dst)
 
 
+def syscall(number, *args, what):
+    result = libc.syscall(number, *args)
+    if result < 0:
+        err = ctypes.get_errno()
+        raise OSError(err, f"{what}: {os.strerror(err)}")
+    return result
+
+
+def hidden_bind(src, dst, empty):
+    """Show ``src`` read-only at ``dst`` with no trace of its host path in mountinfo.
+
+    A bind mount's mountinfo line names the source folder's path in its filesystem. A
+    read-only overlay whose layers are given as descriptors of detached copies of the
+    folder (and of an empty one: an overlay without an upper layer needs two) names only
+    ``/``: a detached mount has no path above its root.
+    """
+    fds = []
+    try:
+        layers = []
+        for path in (src, empty):
+            fd = syscall(SYS_OPEN_TREE, AT_FDCWD, os.fsencode(path),
+                         OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC | AT_RECURSIVE,
+                         what=f"open_tree {path}")  # fmt: skip
+            fds.append(fd)
+            layers.append(fd)
+        fs = syscall(SYS_FSOPEN, b"overlay", FSOPEN_CLOEXEC, what="fsopen overlay")
+        fds.append(fs)
+        for fd in layers:
+            syscall(SYS_FSCONFIG, fs, FSCONFIG_SET_FD, b"lowerdir+", None, fd,
+                    what="overlay lowerdir+")  # fmt: skip
+        syscall(SYS_FSCONFIG, fs, FSCONFIG_CMD_CREATE, None, None, 0, what="overlay create")
+        attrs = MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV
+        mounted = syscall(SYS_FSMOUNT, fs, FSMOUNT_CLOEXEC, attrs, what="fsmount overlay")
+        fds.append(mounted)
+        mkdirs(dst)
+        syscall(SYS_MOVE_MOUNT, mounted, b"", AT_FDCWD, os.fsencode(dst),
+                MOVE_MOUNT_F_EMPTY_PATH, what=f"move_mount {dst}")  # fmt: skip
+    finally:
+        for fd in fds:
+            os.close(fd)
+
+
 def setup_dev(root):
     dev = root + "/dev"
     mkdirs(dev)
@@ -131,9 +192,21 @@ def build_root(root, ops):
     mount(None, "/", None, MS_REC | MS_PRIVATE)
     mount("tmpfs", root, "tmpfs", MS_NOSUID | MS_NODEV, "size=1m,nr_inodes=4096,mode=0755")
     workspace_seconds = 0.0
+    hidden = True
     for op in ops:
         kind = op[0]
-        if kind == "bind":
+        if kind == "hidden":
+            started = time.monotonic()
+            empty = root + "/.empty"
+            mkdirs(empty)
+            try:
+                hidden_bind(op[1], root + op[2], empty)
+            except OSError:  # an older kernel: a plain bind mount shows the host path
+                hidden = False
+                bind(op[1], root + op[2], readonly=True)
+            os.rmdir(empty)
+            workspace_seconds = time.monotonic() - started
+        elif kind == "bind":
             started = time.monotonic()
             bind(op[1], root + op[2], readonly=True)
             if op[2] == "/workspace":
@@ -157,12 +230,12 @@ def build_root(root, ops):
     else:
         os.chroot(".")
     os.chdir("/")
-    return workspace_seconds
+    return workspace_seconds, hidden
 
 
 def parse(argv):
     config, ops, index = {}, [], 0
-    arity = {"bind": 2, "link": 2, "tmpfs": 2, "dev": 0, "proc": 0}
+    arity = {"bind": 2, "hidden": 2, "link": 2, "tmpfs": 2, "dev": 0, "proc": 0}
     while index < len(argv):
         word = argv[index]
         if word in arity:
@@ -179,12 +252,24 @@ def say(line):
     os.write(1, (line.replace("\n", " ") + "\n").encode())
 
 
-def write_id_maps(inner, outer_uid, outer_gid):
-    """Map ``inner`` to our own ids, the one mapping an unprivileged creator may write."""
-    for name, text in (("setgroups", "deny"), ("uid_map", f"{inner} {outer_uid} 1"),
-                       ("gid_map", f"{inner} {outer_gid} 1")):  # fmt: skip
-        with open(f"/proc/self/{name}", "w") as handle:
-            handle.write(text)
+def write_id_maps(inner, outer_uid, outer_gid, pid="self", proc_fd=None):
+    """Map ``inner`` to the outer ids in the user namespace of ``pid``.
+
+    Unprivileged, a process may only map its own ids in its own namespace, and must deny
+    ``setgroups`` first; root maps another process's namespace (through ``proc_fd``, the
+    host's /proc opened before PID 1 pivoted the shared mount namespace away from it) and
+    keeps ``setgroups`` so that ``setpriv`` can clear the supplementary groups.
+    """
+    steps = [("uid_map", f"{inner} {outer_uid} 1"), ("gid_map", f"{inner} {outer_gid} 1")]
+    if proc_fd is None:
+        steps.insert(0, ("setgroups", "deny"))
+    for name, text in steps:
+        fd = os.open(f"{pid}/{name}" if proc_fd is not None else f"/proc/self/{name}",
+                     os.O_WRONLY, dir_fd=proc_fd)  # fmt: skip
+        try:
+            os.write(fd, text.encode())
+        finally:
+            os.close(fd)
 
 
 def serve(deadline):
@@ -222,16 +307,37 @@ def main(argv):
         return 1
     started = time.monotonic()
     lifeline, lifeline_end = os.pipe()  # end of file on it: the first process is gone
+    # Late user namespace: PID 1 asks on one pipe, the first process answers on the other.
+    ask_read, ask_write = os.pipe()
+    answer_read, answer_write = os.pipe()
+    late = config.get("late_userns", "-")
+    proc_fd = os.open("/proc", os.O_RDONLY | os.O_DIRECTORY) if late != "-" else None
     child = os.fork()
     if child:
         os.close(lifeline)
+        os.close(ask_write)
+        os.close(answer_read)
         say(f"pid {child}")
+        if late != "-" and os.read(ask_read, 1) == b"u":  # else PID 1 failed and says why
+            try:
+                write_id_maps(*late.split(":"), pid=child, proc_fd=proc_fd)
+                os.write(answer_write, b"m")
+            except OSError as exc:
+                say(f"error mapping the user namespace: {exc}")
+        if proc_fd is not None:
+            os.close(proc_fd)  # it holds the host's old root mounts alive
+        os.close(ask_read)
+        os.close(answer_write)
         devnull = os.open("/dev/null", os.O_RDWR)
         os.dup2(devnull, 1)
         os.dup2(devnull, 2)
         _, status = os.waitpid(child, 0)
         return os.waitstatus_to_exitcode(status) & 0xFF
     os.close(lifeline_end)
+    os.close(ask_read)
+    os.close(answer_write)
+    if proc_fd is not None:
+        os.close(proc_fd)
     try:
         check(libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0), "prctl")
         os.set_blocking(lifeline, False)
@@ -241,12 +347,19 @@ def main(argv):
         except BlockingIOError:
             pass
         os.close(lifeline)
-        workspace_seconds = build_root(config["root"], ops)
+        workspace_seconds, hidden = build_root(config["root"], ops)
         check(libc.sethostname(b"sandbox", 7), "sethostname")
+        if late != "-":
+            check(libc.unshare(CLONE_NEWUSER), "unshare user namespace")
+            os.write(ask_write, b"u")
+            if os.read(answer_read, 1) != b"m":
+                raise OSError("the first process could not map the user namespace")
+        os.close(ask_write)
+        os.close(answer_read)
     except Exception as exc:
         say(f"error {exc}")
         os._exit(1)
-    say(f"ready {time.monotonic() - started:.6f} {workspace_seconds:.6f}")
+    say(f"ready {time.monotonic() - started:.6f} {workspace_seconds:.6f} {int(hidden)}")
     devnull = os.open("/dev/null", os.O_RDWR)
     for fd in (0, 1, 2):
         os.dup2(devnull, fd)

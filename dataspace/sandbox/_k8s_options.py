@@ -66,6 +66,12 @@ class KubernetesOptions:
         image_pull_secrets: passed to the pod.
         api_retries: tries of each API call; api_backoff_base: first backoff delay.
         max_output_bytes: stdout and stderr kept per command.
+        host_users: ``False`` gives each pod its own user namespace (``hostUsers: false``,
+            Kubernetes 1.33+ or the ``UserNamespacesSupport`` gate); None leaves the
+            field out, for clusters without it.
+        seccomp_profile: a ``Localhost`` seccomp profile (a path under the kubelet's
+            seccomp folder, e.g. ``dataspace-sandbox.json`` from ``k8s/seccomp/``) in
+            place of ``RuntimeDefault``.
         python: the interpreter that runs the helper in the image.
         path: ``PATH`` of sandbox commands (the image's tools).
     """
@@ -97,6 +103,8 @@ class KubernetesOptions:
     api_retries: int = 5
     api_backoff_base: float = 0.2
     max_output_bytes: int = 8 * 1024**2
+    host_users: bool | None = None
+    seccomp_profile: str | None = None
     python: str = "python3"
     path: str = BASE_PATH
 

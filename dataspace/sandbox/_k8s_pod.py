@@ -193,6 +193,8 @@ class PodTemplate:
         tmp_medium: ``""`` (node disk) or ``"Memory"`` (tmpfs, counted as memory).
         node_selector, tolerations, runtime_class, priority_class, image_pull_secrets,
         extra_annotations: passed through to the pod.
+        host_users: ``False`` sets ``hostUsers: false`` (a user namespace per pod).
+        seccomp_profile: a ``Localhost`` profile instead of ``RuntimeDefault``.
     """
 
     namespace: str
@@ -207,6 +209,8 @@ class PodTemplate:
     runtime_class: str | None = None
     priority_class: str | None = None
     image_pull_secrets: Sequence[str] = ()
+    host_users: bool | None = None
+    seccomp_profile: str | None = None
     extra_annotations: Mapping[str, str] = field(default_factory=dict)
 
 
@@ -230,6 +234,9 @@ def pod_manifest(
         "memory": bytes_quantity(limits.memory_bytes),
         "ephemeral-storage": bytes_quantity(storage),
     }
+    seccomp: dict[str, str] = {"type": "RuntimeDefault"}
+    if template.seccomp_profile:
+        seccomp = {"type": "Localhost", "localhostProfile": template.seccomp_profile}
     container_security = {
         "allowPrivilegeEscalation": False,
         "privileged": False,
@@ -238,7 +245,7 @@ def pod_manifest(
         "runAsUser": template.uid,
         "runAsGroup": template.uid,
         "capabilities": {"drop": ["ALL"]},
-        "seccompProfile": {"type": "RuntimeDefault"},
+        "seccompProfile": dict(seccomp),
     }
     tmp_dir: dict[str, Any] = {"sizeLimit": bytes_quantity(limits.tmp_bytes)}
     if template.tmp_medium:
@@ -295,7 +302,7 @@ def pod_manifest(
             "runAsUser": template.uid,
             "runAsGroup": template.uid,
             "fsGroup": template.uid,
-            "seccompProfile": {"type": "RuntimeDefault"},
+            "seccompProfile": dict(seccomp),
         },
         "containers": [main],
         "volumes": volumes,
@@ -323,6 +330,8 @@ def pod_manifest(
         spec["nodeSelector"] = node_selector
     if template.tolerations:
         spec["tolerations"] = [dict(t) for t in template.tolerations]
+    if template.host_users is not None:
+        spec["hostUsers"] = template.host_users
     if template.runtime_class:
         spec["runtimeClassName"] = template.runtime_class
     if template.priority_class:

@@ -29,6 +29,11 @@ _READ_FLAGS = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
 _WRITE_FLAGS = os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
 _CHUNK = 1024 * 1024
 _MAX_DEPTH = 64
+MAX_COLLECT_FILES = 10_000
+"""At most this many files of an output folder are collected."""
+MAX_COLLECT_ENTRIES = 50_000
+"""At most this many folder entries are looked at by one collect."""
+_EXAMPLES = 20
 
 
 def output_parts(path: str) -> tuple[str, ...]:
@@ -146,60 +151,86 @@ class OutputRoot:
                 os.fchown(handle.fileno(), *self.owner)
             handle.write(data)
 
-    def collect(self, dest: Path, max_bytes: int) -> list[Path]:
-        """Copy regular files to ``dest``, in name order, until ``max_bytes`` are copied.
+    def collect(
+        self,
+        dest: Path,
+        max_bytes: int,
+        max_files: int = MAX_COLLECT_FILES,
+        max_entries: int = MAX_COLLECT_ENTRIES,
+    ) -> CollectReport:
+        """Copy regular files to ``dest`` in name order, within three bounds.
 
-        Symbolic links, devices, pipes and sockets are skipped, and so is any file that
-        would take the total past ``max_bytes`` (logged as a warning).
+        At most ``max_bytes`` bytes and ``max_files`` files are copied and at most
+        ``max_entries`` folder entries are looked at (so a folder of millions of files costs
+        a bounded time). Symbolic links, devices, pipes and sockets are skipped, and so is
+        every file past a bound; the report counts each reason and names the first few.
         """
         dest.mkdir(parents=True, exist_ok=True)
-        copied: list[Path] = []
-        budget = [max_bytes]
+        report = CollectReport(max_bytes=max_bytes, max_files=max_files, max_entries=max_entries)
         fd = self._open_root()
         try:
-            self._collect_dir(fd, (), dest, copied, budget)
+            self._collect_dir(fd, (), dest, report)
         finally:
             os.close(fd)
-        return copied
+        if report.skipped:
+            logger.warning("collect: %s", report.summary())
+        return report
 
     def _collect_dir(
-        self, fd: int, rel: tuple[str, ...], dest: Path, copied: list[Path], budget: list[int]
+        self, fd: int, rel: tuple[str, ...], dest: Path, report: CollectReport
     ) -> None:
         if len(rel) > _MAX_DEPTH:
-            logger.warning("collect: %s is nested too deep; skipped", "/".join(rel))
+            report.skip("/".join(rel), "nested too deep")
             return
+        entries = []
         with os.scandir(fd) as scan:
-            entries = sorted(scan, key=lambda e: e.name)
+            for entry in scan:
+                if report.entries >= report.max_entries:
+                    report.skip("/".join((*rel, entry.name)), "past the listing limit")
+                    report.listing_cut = True
+                    break
+                report.entries += 1
+                entries.append(entry)
+        entries.sort(key=lambda e: e.name)
         for entry in entries:
             shown = "/".join((*rel, entry.name))
             if entry.is_symlink():
-                logger.info("collect: %s is a symbolic link; skipped", shown)
+                report.skip(shown, "symbolic link")
             elif entry.is_dir(follow_symlinks=False):
-                with contextlib.suppress(PermissionError, FileNotFoundError):
+                try:
                     sub = _open_dir(entry.name, fd, shown)
-                    try:
-                        self._collect_dir(sub, (*rel, entry.name), dest, copied, budget)
-                    finally:
-                        os.close(sub)
+                except (PermissionError, FileNotFoundError):
+                    report.skip(shown, "unreadable folder")
+                    continue
+                try:
+                    self._collect_dir(sub, (*rel, entry.name), dest, report)
+                finally:
+                    os.close(sub)
             elif entry.is_file(follow_symlinks=False):
+                if len(report.copied) >= report.max_files:
+                    report.skip(shown, "past the file-count limit")
+                    continue
                 target = dest.joinpath(*rel, entry.name)
-                if self._copy_file(entry.name, fd, shown, target, budget):
-                    copied.append(target)
+                why = self._copy_file(entry.name, fd, shown, target, report)
+                if why is None:
+                    report.copied.append(target)
+                else:
+                    report.skip(shown, why)
+            else:
+                report.skip(shown, "not a regular file")
 
     @staticmethod
-    def _copy_file(name: str, dir_fd: int, shown: str, target: Path, budget: list[int]) -> bool:
+    def _copy_file(
+        name: str, dir_fd: int, shown: str, target: Path, report: CollectReport
+    ) -> str | None:
         try:
             fd = _open_file(name, dir_fd, shown)
         except OSError as exc:
-            logger.info("collect: %s skipped: %s", shown, exc)
-            return False
+            return f"unreadable ({exc.strerror or exc})"
         with os.fdopen(fd, "rb") as source:
             size = os.fstat(source.fileno()).st_size
-            if size > budget[0]:
-                logger.warning(
-                    "collect: %s (%d bytes) is past the output limit; skipped", shown, size
-                )
-                return False
+            if report.bytes + size > report.max_bytes:
+                return "past the byte limit"
             target.parent.mkdir(parents=True, exist_ok=True)
             with open(target, "wb") as sink:
                 left = size
@@ -209,8 +240,56 @@ class OutputRoot:
                         break
                     sink.write(chunk)
                     left -= len(chunk)
-            budget[0] -= size - left
-        return True
+            report.bytes += size - left
+        return None
+
+
+@dataclass(kw_only=True)
+class CollectReport:
+    """What one collect copied and what it skipped, and why."""
+
+    max_bytes: int
+    max_files: int
+    max_entries: int
+    copied: list[Path] = field(default_factory=list)
+    bytes: int = 0
+    entries: int = 0
+    listing_cut: bool = False
+    skipped: dict[str, int] = field(default_factory=dict)
+    """How many entries were skipped, by reason."""
+    examples: list[str] = field(default_factory=list)
+    """The first skipped entries, as ``path: reason``."""
+
+    def skip(self, shown: str, why: str) -> None:
+        self.skipped[why] = self.skipped.get(why, 0) + 1
+        if len(self.examples) < _EXAMPLES:
+            self.examples.append(f"{shown}: {why}")
+
+    def summary(self) -> str:
+        """One line: what was copied, and each reason for a skip with its count."""
+        text = f"{len(self.copied)} files ({self.bytes} bytes) copied"
+        if self.skipped:
+            reasons = ", ".join(f"{count} {why}" for why, count in sorted(self.skipped.items()))
+            text += f"; skipped: {reasons}"
+            if self.listing_cut:
+                text += f" (listing stopped after {self.max_entries} entries)"
+        return text
+
+    def to_dict(self) -> dict[str, object]:
+        """The attempt record's view of the report."""
+        return {
+            "files": len(self.copied),
+            "bytes": self.bytes,
+            "entries_seen": self.entries,
+            "limits": {
+                "bytes": self.max_bytes,
+                "files": self.max_files,
+                "entries": self.max_entries,
+            },
+            "skipped": dict(self.skipped),
+            "skipped_examples": list(self.examples),
+            "listing_cut": self.listing_cut,
+        }
 
 
 def _open_file(name: str, dir_fd: int, shown: str) -> int:

@@ -220,6 +220,8 @@ class KubernetesSandbox:
             runtime_class=opts.runtime_class,
             priority_class=opts.priority_class,
             image_pull_secrets=opts.image_pull_secrets,
+            host_users=opts.host_users,
+            seccomp_profile=opts.seccomp_profile,
             extra_annotations={"dataspace.io/controller": socket.gethostname()},
         )
         self.manifest = pod_manifest(

@@ -6,43 +6,57 @@ Design
 standard library and ``ctypes`` only). It is forked by a spawner thread that lives as long
 as the controller, because ``PR_SET_PDEATHSIG``, which the init sets, fires when the
 *thread* that forked it ends. The init unshares the mount, network, PID, IPC and UTS
-namespaces (plus a user namespace when the controller is not root, mapping uid/gid 65534
-inside to the controller's own ids) and forks PID 1 of the new PID namespace, which dies
-with its parent in turn. PID 1 mounts a tmpfs as the new root and fills it: read-only bind
-mounts of ``/usr``, ``/etc``, the Python installation (``sys.base_prefix``) and the running
-virtual environment (``sys.prefix``), the ``/bin``-style links, the workspace read-only at
-``/workspace``; size-limited tmpfs mounts at ``/output`` and ``/tmp``; a ``/proc`` of the
-new PID namespace and a ``/dev`` with only null, zero, random and urandom. It pivots into
-that root and from then on only reaps orphans and, at the sandbox deadline, kills every
-other process of its namespace. The new network namespace has no interface up, so there is
-no route anywhere, not even to the host's loopback. Staging a workspace is one bind mount,
-nothing is copied, and every mount lives and dies with the sandbox's mount namespace: the
-host's mount table never changes. Creating takes one Python start-up (~10 ms).
+namespaces and forks PID 1 of the new PID namespace, which dies with its parent in turn.
+PID 1 mounts a tmpfs as the new root and fills it: read-only bind mounts of ``/usr`` and
+``/etc``, the ``/bin``-style links, the Data Workbench Runtime (``workbench.py``: its
+Python at ``/usr/local``, where the official image has it, and ``/opt/dataspace`` with
+``TOOLS.md`` and the native harnesses), the workspace read-only at ``/workspace`` (as a
+read-only overlay built from detached mounts, so ``/proc/self/mountinfo`` shows no host
+path); size-limited tmpfs mounts at ``/output`` and ``/tmp``; a ``/proc`` of the new PID
+namespace and a ``/dev`` with only null, zero, random and urandom. Nothing of the
+controller's Python or virtual environment is there. It pivots into that root and from
+then on only reaps orphans and, at the sandbox deadline, kills every other process of its
+namespace. Every sandbox has a user namespace of its own (and so its own user keyrings):
+as root, PID 1 unshares it last, owning nothing, and the init's first process maps the
+sandbox uid 65534 to the host's 65534; unprivileged, it is unshared first with the other
+namespaces and maps 65534 to the controller's own ids. The new network namespace has no
+interface up, so there is no route anywhere, not even to the host's loopback. Staging a
+workspace is one mount, nothing is copied, and every mount lives and dies with the
+sandbox's mount namespace: the host's mount table never changes. Creating takes one
+Python start-up (~10 ms).
 
-**Exec.** Each command is a chain of small util-linux programs, no Python: ``/bin/sh``
-writes its pid into the sandbox's cgroups and execs ``nsenter``, which joins the
-namespaces and the root and forks into the PID namespace; ``setpriv`` sets
-``no_new_privs`` and (as root) drops to uid/gid 65534 with no supplementary groups and an
-empty capability bounding set; in a user namespace the ids are already 65534 and
-``execve`` leaves no capabilities. The command gets a clean environment: ``PATH`` with the
-virtual environment first, ``HOME=/tmp``, ``LANG=C.UTF-8``, ``TMPDIR=/tmp`` and the spec's
-variables, never the controller's. Output is read with a size cap while a pidfd watches
-the command.
+**Exec.** Each command is a chain of small util-linux programs, no Python. The controller
+forks it with the seccomp filter (``_seccomp.py``: the usual container deny list, keyring,
+``bpf``, ``ptrace``, mounts, modules, new namespaces …) installed, which every process of
+the command inherits: ``/bin/sh`` writes its pid into the sandbox's cgroups and execs
+``nsenter``, which joins the namespaces (the user namespace last, taking uid/gid 65534
+with no supplementary groups) and the root and forks into the PID namespace; ``setpriv``
+sets ``no_new_privs``, and ``execve`` as a uid other than the namespace's root leaves no
+capabilities. The command gets a clean environment: the official workbench's ``PATH``
+and variables (``workbench.ENVIRONMENT``), ``HOME=/tmp``, ``LANG=C.UTF-8``,
+``TMPDIR=/tmp`` and the spec's variables, never the controller's. Output is read with a
+size cap while a pidfd watches the command.
 
 **Limits.** Where a cgroup hierarchy is writable (v2 when its unified hierarchy has the
-memory, pids and cpu controllers, else v1) the sandbox gets one group with the memory,
+memory, pids and cpu controllers, else v1) the sandbox gets one group, inside the
+controller's own group of each hierarchy, with the memory,
 pids and cfs cpu limits, and each command a child group that tracks everything it starts.
 At a timeout everything in that group dies, daemons included, except the command's
 ``nsenter``, which reaps the rest and exits by itself (killed first, it would leave the
-command's remains to the host's init). OOM kills and pids-limit hits are read from the
-groups' event counters and reported as ``resource_limit``. Without cgroups, ``prlimit``
-applies ``RLIMIT_AS``, ``RLIMIT_NPROC`` and ``RLIMIT_CPU`` to each command, and a timeout
-kills the processes of the sandbox that are in the command's session or were started
-since it began outside the session of another running command.
+command's remains to the host's init). OOM kills are read from the groups' event
+counters and reported as ``resource_limit``, and so is a timeout while the pids limit was
+hit; a command that ends by itself after a fork failed (``EAGAIN``) keeps its exit code
+and status ``ok``, but its group is killed (what it forked may still be forking).
+Without cgroups, ``prlimit`` applies ``RLIMIT_AS``, ``RLIMIT_NPROC`` and ``RLIMIT_CPU``
+to each command, and a timeout kills the processes of the sandbox that are in the
+command's session or were started since it began outside the session of another running
+command.
 
 **Files.** The controller opens ``/proc/<pid 1>/root/output`` once and reaches every file
 from that descriptor, one component at a time with ``O_NOFOLLOW`` (see ``_paths.py``), so
-no symbolic link is followed and no pid is looked up again.
+no symbolic link is followed and no pid is looked up again. ``collect`` first stops every
+process of the sandbox, then copies within bounds of bytes, files and folder entries and
+reports what it skipped (``collect_report``).
 
 **Close and crashes.** ``close`` kills PID 1 (the kernel then kills its whole PID
 namespace and frees its mounts), removes the cgroups and the state folder. Each sandbox
@@ -73,7 +87,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from dataspace.errors import ConfigError, SandboxClosedError, SandboxError
-from dataspace.sandbox import _cgroup, _procs
+from dataspace.sandbox import _cgroup, _procs, _seccomp, workbench
 from dataspace.sandbox._paths import OutputRoot
 from dataspace.sandbox.base import (
     OUTPUT_DIR,
@@ -160,9 +174,14 @@ class LocalBackend:
         enforcement: Enforcement = "auto",
         uid: int = SANDBOX_UID,
         sweep: bool = True,
+        runtime_root: str | Path = workbench.RUNTIME_ROOT,
+        seccomp: bool = True,
     ) -> None:
         root = os.geteuid() == 0
-        self.user_namespace = not root
+        self.user_namespace = True
+        # Unprivileged, the sandbox's user namespace owns all its namespaces and maps only
+        # the sandbox uid; as root, the root is built first and the namespace comes last.
+        self.userns_owns_all = not root
         if not root:
             blocker = _userns_blocker()
             if blocker:
@@ -179,7 +198,18 @@ class LocalBackend:
         self.layout = self._pick_layout(enforcement)
         self.enforcement = self.layout.enforcement if self.layout else "rlimit"
         self.tools = {name: _tool(name) for name in ("nsenter", "setpriv", "prlimit")}
-        self.system_ops = _system_ops()
+        self.runtime_root = Path(runtime_root)
+        self.runtime = workbench.read_manifest(self.runtime_root)
+        self.system_ops = _system_ops(self.runtime_root)
+        self.seccomp: _seccomp.Filter | None = None
+        if seccomp:
+            try:
+                self.seccomp = _seccomp.Filter()
+            except OSError as exc:
+                raise SandboxError(
+                    f"local sandbox backend: no seccomp filter on this host ({exc}); pass "
+                    "seccomp=False in the backend options to run without one"
+                ) from exc
         if sweep:
             self.sweep()
 
@@ -280,8 +310,15 @@ class LocalBackend:
         shutil.rmtree(entry, ignore_errors=True)
 
 
-def _system_ops() -> list[tuple[str, ...]]:
-    """The filesystem operations that give a sandbox the host's programs and Python."""
+def _system_ops(runtime_root: Path) -> list[tuple[str, ...]]:
+    """The filesystem operations that give a sandbox the host's programs and the workbench.
+
+    The host's ``/usr`` and ``/etc`` (Debian's tools, the workbench's command-line tools
+    among them), the workbench Python at ``/usr/local`` (where the official image has its
+    Python, hiding the host's own ``/usr/local``) and the runtime root at ``/opt/dataspace``
+    (``TOOLS.md``, ``capabilities.json``, the manifest, and the native harnesses under
+    ``harnesses/``). Nothing of the controller's Python or virtual environment.
+    """
     ops: list[tuple[str, ...]] = []
     for name in ("bin", "sbin", "lib", "lib32", "lib64", "libx32"):
         path = "/" + name
@@ -289,15 +326,10 @@ def _system_ops() -> list[tuple[str, ...]]:
             ops.append(("link", os.readlink(path), path))
         elif os.path.isdir(path):
             ops.append(("bind", path, path))
-    bound = ["/usr", "/etc"]
-    ops.extend(("bind", path, path) for path in bound)
-    for prefix in (sys.base_prefix, sys.prefix):
-        for path in dict.fromkeys((os.path.realpath(prefix), os.path.abspath(prefix))):
-            if os.path.isdir(path) and not any(
-                path == b or path.startswith(b + "/") for b in bound
-            ):
-                ops.append(("bind", path, path))
-                bound.append(path)
+    ops.extend(("bind", path, path) for path in ("/usr", "/etc"))
+    root = os.path.realpath(runtime_root)
+    ops.append(("bind", os.path.join(root, workbench.PYTHON_DIR), "/usr/local"))
+    ops.append(("bind", root, workbench.RUNTIME_ROOT))
     return ops
 
 
@@ -354,7 +386,7 @@ class LocalSandbox:
         if not workspace.is_dir():
             raise SandboxError(f"sandbox workspace {spec.workspace}: not a folder")
         _check_env(spec.env, f"sandbox {self.id} spec env")
-        if not backend.user_namespace and workspace.stat().st_mode & 0o005 != 0o005:
+        if not backend.userns_owns_all and workspace.stat().st_mode & 0o005 != 0o005:
             logger.warning(
                 "sandbox %s: workspace %s is not readable by others; commands run as uid %d "
                 "will not be able to list it",
@@ -363,10 +395,11 @@ class LocalSandbox:
                 backend.uid,
             )
         self._base_env = {
-            "PATH": f"{sys.prefix}/bin:{_SYSTEM_PATH}",
+            "PATH": _SYSTEM_PATH,
             "HOME": TMP_DIR,
             "LANG": "C.UTF-8",
             "TMPDIR": TMP_DIR,
+            **workbench.ENVIRONMENT,
             **spec.env,
         }
         self._lock = threading.Lock()
@@ -383,6 +416,9 @@ class LocalSandbox:
         self._output_fd: int | None = None
         self._pid_namespace: int | None = None
         self._output: OutputRoot | None = None
+        self.host_path_hidden = False
+        self.collect_report: dict[str, object] | None = None
+        """What the last :meth:`collect` copied and skipped (``CollectReport.to_dict``)."""
         self._record: dict[str, Any] = {
             "id": self.id,
             "controller_pid": os.getpid(),
@@ -420,21 +456,20 @@ class LocalSandbox:
 
     def _init_argv(self, workspace: Path) -> list[str]:
         backend, limits, uid = self._backend, self.limits, self._backend.uid
-        userns = (
-            f"{uid}:{backend.host_ids[0]}:{backend.host_ids[1]}" if backend.user_namespace else "-"
-        )
+        mapping = f"{uid}:{backend.host_ids[0]}:{backend.host_ids[1]}"
+        userns, late_userns = (mapping, "-") if backend.userns_owns_all else ("-", mapping)
         script = str(Path(__file__).with_name("_init.py"))
         argv = [
             sys.executable or "/usr/bin/python3", "-S", "-I", script,
             f"id={self.id}", f"ppid={os.getpid()}", f"deadline={self._deadline:.6f}",
-            f"root={self._dir / 'root'}", f"userns={userns}",
+            f"root={self._dir / 'root'}", f"userns={userns}", f"late_userns={late_userns}",
         ]  # fmt: skip
         # /tmp first: the host's Python or venv may live under /tmp (a CI clone, say), and
         # a later tmpfs on /tmp would hide its bind mount.
         argv += ["tmpfs", TMP_DIR, f"size={limits.tmp_bytes},mode=1777"]
         for op in backend.system_ops:
             argv.extend(op)
-        argv += ["bind", str(workspace), WORKSPACE_DIR]
+        argv += ["hidden", str(workspace), WORKSPACE_DIR]
         argv += ["tmpfs", OUTPUT_DIR, f"size={limits.output_bytes},mode=0755,uid={uid},gid={uid}"]
         argv += ["dev", "proc"]
         return argv
@@ -462,10 +497,12 @@ class LocalSandbox:
         if "ready" not in words or self._pid1 is None:
             problem = words.get("error", [" | ".join(lines) or "no answer"])[0]
             hint = ""
-            if self._backend.user_namespace and "unshare" in problem:
+            if self._backend.userns_owns_all and "unshare" in problem:
                 hint = "; this host may not allow unprivileged user namespaces (run as root)"
             raise SandboxError(f"sandbox {self.id}: cannot start: {problem}{hint}")
-        setup, bind = (float(v) for v in words["ready"][0].split())
+        ready = words["ready"][0].split()
+        setup, bind = float(ready[0]), float(ready[1])
+        self.host_path_hidden = len(ready) > 2 and ready[2] == "1"
         # Held until close: file calls never go through a pid that could be reused.
         flags = os.O_PATH | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
         self._output_fd = os.open(f"/proc/{self._pid1}/root{OUTPUT_DIR}", flags)
@@ -558,13 +595,19 @@ class LocalSandbox:
             self._check_open()
             raise SandboxError(f"sandbox {self.id}: cannot track a command: {exc}") from exc
         cgroup = self._cgroup
-        before = cgroup.events(number) if cgroup is not None else 0
+        before = cgroup.counters(number) if cgroup is not None else (0, 0)
+        oom_hit = pids_hit = False
         try:
             done = self._run(chain, {**self._base_env, **(env or {})}, limit, number)
             if cgroup is not None:
-                resource_hit = cgroup.events(number) > before
+                after = cgroup.counters(number)
+                oom_hit, pids_hit = after[0] > before[0], after[1] > before[1]
+                if pids_hit and not done.killed:
+                    # It ended by itself, but what it forked may still be forking: a
+                    # finished command that hit the pids limit loses its whole group.
+                    cgroup.kill_exec(number)
             else:  # only RLIMIT_CPU announces itself, by SIGXCPU
-                resource_hit = done.returncode in (-signal.SIGXCPU, 128 + signal.SIGXCPU)
+                oom_hit = done.returncode in (-signal.SIGXCPU, 128 + signal.SIGXCPU)
         finally:
             if cgroup is not None:
                 cgroup.release_exec(number)
@@ -575,7 +618,10 @@ class LocalSandbox:
         status: ExecStatus = "ok"
         if killed and past_deadline:
             status = "deadline"
-        elif resource_hit:
+        elif oom_hit or (killed and pids_hit):
+            # Killed by the kernel for memory, or at its timeout while at the pids limit. A
+            # fork refused with EAGAIN in a command that then exited is no kill: its exit
+            # code and stderr tell what happened.
             status = "resource_limit"
         elif killed:
             status = kind
@@ -597,18 +643,18 @@ class LocalSandbox:
             files = self._cgroup.join_files(number)
             chain = ["/bin/sh", "-c", _JOIN_SCRIPT, "sh", str(len(files)), *files]
         chain += [tools["nsenter"], "-t", str(self._pid1), "-m", "-n", "-p", "-i", "-u"]
-        if backend.user_namespace:
+        if backend.userns_owns_all:  # our ids are already the sandbox's there
             chain += ["-U", "--preserve-credentials"]
+        else:  # nsenter takes the sandbox uid itself, while it holds the namespace's caps
+            chain += ["-U", f"--setuid={uid}", f"--setgid={uid}"]
         chain += ["-r", f"--wdns={cwd}", "--"]
         if self._cgroup is None:
             cpu_seconds = max(1, int(limits.wall_seconds * limits.cpus))
             chain += [tools["prlimit"], f"--as={limits.memory_bytes}", f"--nproc={limits.pids}",
                       f"--cpu={cpu_seconds}:{cpu_seconds + 5}", "--core=0", "--"]  # fmt: skip
-        chain += [tools["setpriv"], "--nnp"]
-        if not backend.user_namespace:
-            chain += [f"--reuid={uid}", f"--regid={uid}", "--clear-groups",
-                      "--inh-caps=-all", "--bounding-set=-all"]  # fmt: skip
-        return [*chain, "--"]
+        # Exec as a uid other than the namespace's root leaves no capability; no_new_privs
+        # keeps it so (no file capabilities, no setuid) and the seccomp filter is on.
+        return [*chain, tools["setpriv"], "--nnp", "--"]
 
     def _run(self, argv: list[str], env: dict[str, str], limit: float, number: int) -> _Finished:
         started = time.monotonic()
@@ -620,6 +666,7 @@ class LocalSandbox:
             env=env,
             cwd="/",
             start_new_session=True,
+            preexec_fn=self._backend.seccomp.install if self._backend.seccomp else None,
         )
         assert proc.stdout is not None and proc.stderr is not None
         self._running[number] = proc.pid
@@ -738,13 +785,42 @@ class LocalSandbox:
             self._open_output().write(path, bytes(data))
 
     def collect(self, dest: Path) -> list[Path]:
-        """Copy the output folder's regular files to ``dest`` (no symlinks, size-limited).
+        """Stop every process of the sandbox, then copy the output folder's regular files.
 
-        Files are taken in name order until ``output_bytes`` are copied; symbolic links,
-        pipes, sockets and files past the limit are skipped (and logged).
+        Nothing runs while the files are copied (a background process cannot change them
+        meanwhile), so after ``collect`` the sandbox is only good for ``close``. Files are
+        taken in name order within ``output_bytes`` bytes and :data:`MAX_COLLECT_FILES`
+        files (and :data:`MAX_COLLECT_ENTRIES` folder entries looked at); symbolic links,
+        pipes, sockets and files past a bound are skipped. :attr:`collect_report` says what
+        was copied and what was skipped, and why.
         """
+        self._check_open()
+        self.stop_processes()
         with self._files_lock:
-            return self._open_output().collect(Path(dest), self.limits.output_bytes)
+            report = self._open_output().collect(Path(dest), self.limits.output_bytes)
+        self.collect_report = report.to_dict()
+        return report.copied
+
+    def stop_processes(self) -> int:
+        """Kill every process of the sandbox but its PID 1; return how many were killed."""
+        self._check_open()
+        killed: set[int] = set()
+        for attempt in range(200):  # the pids limit bounds what a fork loop makes meanwhile
+            if self._cgroup is not None:
+                self._cgroup.kill_all()
+            members = [
+                pid
+                for pid, _, _ in _procs.namespace_members(self._pid_namespace or 0)
+                if pid != self._pid1
+            ]
+            if not members:
+                return len(killed)
+            for pid in members:
+                with contextlib.suppress(ProcessLookupError):
+                    os.kill(pid, signal.SIGKILL)
+                killed.add(pid)
+            time.sleep(0.002 if attempt < 20 else 0.02)
+        raise SandboxError(f"sandbox {self.id}: processes still running after repeated SIGKILL")
 
     def info(self) -> dict[str, object]:
         """Backend facts for the attempt record: enforcement, ids, limits and timings."""
@@ -755,6 +831,13 @@ class LocalSandbox:
             "id": self.id,
             "enforcement": self._backend.enforcement,
             "user_namespace": self._backend.user_namespace,
+            "seccomp": (
+                f"deny list, {self._backend.seccomp.size} instructions"
+                if self._backend.seccomp is not None
+                else "off"
+            ),
+            "workspace_host_path_hidden": self.host_path_hidden,
+            "runtime": workbench.manifest_identity(self._backend.runtime),
             "uid": self._backend.uid,
             "network": "none",
             "enforced_by": self._backend.enforced_by(),

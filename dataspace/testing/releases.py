@@ -1,4 +1,4 @@
-"""Small hand-made releases for tests and examples (official layout plus our additions)."""
+"""Small hand-made releases for tests and examples, in the official layout (and ours)."""
 
 from __future__ import annotations
 
@@ -79,4 +79,81 @@ def write_tiny_release(dest: Path, *, tasks: int = 3) -> Path:
     return dest
 
 
-__all__ = ["write_tiny_release"]
+OFFICIAL_SCORED = (2, 5, 8, 11)
+
+
+def write_official_release(
+    dest: Path, *, tasks: int = 12, scored: tuple[int, ...] = OFFICIAL_SCORED
+) -> Path:
+    """Write a release in exactly the official layout, most of its tasks unscored.
+
+    Like the official release (410 inputs, gold and configs for 60), every task has
+    ``input/task_N/{task.json, context/}`` and only the tasks numbered in ``scored`` have
+    ``output/task_N/gold.csv`` and ``evaluation/configs/task_N.json``. There is no
+    ``release.json``, ``metadata/`` or ``ledger/``. Questions alternate between English and
+    Chinese; workspaces hold a CSV, a JSON file and a Markdown note.
+
+    Args:
+        dest: the release folder to create (must not exist).
+        tasks: how many tasks (``task_1`` ... ``task_<tasks>``).
+        scored: the numbers of the tasks that get gold and a config.
+    """
+    if dest.exists():
+        raise FileExistsError(dest)
+    products: list[tuple[str, str, int]] = [
+        ("tea", "drinks", 34),
+        ("coffee", "drinks", 51),
+        ("rice", "food", 12),
+        ("noodles", "food", 27),
+        ("茶叶", "drinks", 8),
+    ]
+    for k in range(1, tasks + 1):
+        task_id = f"task_{k}"
+        floor = 5 + 3 * k
+        zh = k % 2 == 0
+        question = (
+            f"哪些产品的销量超过 {floor}？请给出产品名称和销量。"
+            if zh
+            else f"Which products sold more than {floor} units? Give the product and units."
+        )
+        ctx = dest / "input" / task_id / "context"
+        (ctx / "notes").mkdir(parents=True)
+        (dest / "input" / task_id / "task.json").write_text(
+            json.dumps({"task_id": task_id, "question": question}, ensure_ascii=False, indent=2),
+            encoding="utf-8",
+        )
+        (ctx / "sales.csv").write_bytes(
+            _csv([["product", "category", "units"], *map(list, products)])
+        )
+        (ctx / "categories.json").write_text(
+            json.dumps({"drinks": "饮料", "food": "食品"}, ensure_ascii=False), encoding="utf-8"
+        )
+        (ctx / "notes" / "README.md").write_text(
+            "# Sales\n\nUnits sold last week, one row per product.\n", encoding="utf-8"
+        )
+        if k not in scored:
+            continue
+        answer: list[list[object]] = [[p, u] for p, _, u in products if u > floor]
+        (dest / "output" / task_id).mkdir(parents=True)
+        (dest / "output" / task_id / "gold.csv").write_bytes(_csv([["product", "units"], *answer]))
+        config = {
+            "schema_version": "1.0",
+            "task_id": task_id,
+            "order_sensitive": False,
+            "columns": [
+                {"gold_index": 0, "gold_name": "product", "type": "text"},
+                {
+                    "gold_index": 1,
+                    "gold_name": "units",
+                    "type": "number",
+                    "comparison": {"mode": "integer"},
+                },
+            ],
+        }
+        cfg = dest / "evaluation" / "configs" / f"{task_id}.json"
+        cfg.parent.mkdir(parents=True, exist_ok=True)
+        cfg.write_text(json.dumps(config, indent=2), encoding="utf-8")
+    return dest
+
+
+__all__ = ["OFFICIAL_SCORED", "write_official_release", "write_tiny_release"]

@@ -1,5 +1,6 @@
 """The container images: Dockerfiles parse, reference files that exist, pin versions, and
-the runtime's TOOLS.md lists exactly what its Dockerfile installs (docker cannot run here)."""
+the runtime is the official Data Workbench Runtime built from the lists the local set-up
+installs too (docker cannot run here)."""
 
 from __future__ import annotations
 
@@ -150,13 +151,53 @@ def test_dockerfiles_parse_pin_their_base_and_copy_files_that_exist(
     assert user and not user[-1].startswith(("0", "root")), "the image must not run as root"
 
 
-def test_the_runtime_installs_the_papers_tools_and_only_pinned_python_packages() -> None:
+#: The official workbench image's Debian packages beyond the paper's list.
+OFFICIAL_APT_EXTRA = {"bash", "bubblewrap", "coreutils", "file", "findutils", "socat"}
+#: The official workbench image's Python pins (baseline/docker/Dockerfile.workbench).
+OFFICIAL_PINS = {
+    "numpy": "2.4.6",
+    "opencv-python-headless": "5.0.0.93",
+    "pandas": "3.0.3",
+    "pdfplumber": "0.11.10",
+    "pillow": "12.3.0",
+    "pyarrow": "25.0.0",
+    "pymupdf": "1.28.0",
+    "pypdf": "6.14.2",
+    "pytesseract": "0.3.13",
+}
+#: sha256 of the official workbench's TOOLS.md and capabilities.json.
+OFFICIAL_SHA256 = {
+    "TOOLS.md": "71faab0935ae2f9740c2a797816bae4d31c94065349519f5b80a9f7a20141c17",
+    "capabilities.json": "4a0c3bed49e0227533694f8dbf96007a02b23626cc590423bfbed5976297aba0",
+}
+
+
+def listed_packages(path: Path) -> set[str]:
+    return {
+        line.split("#", 1)[0].strip()
+        for line in path.read_text().splitlines()
+        if line.split("#", 1)[0].strip()
+    }
+
+
+def test_the_runtime_installs_the_official_tools_from_the_one_list() -> None:
+    packages = listed_packages(IMAGES / "workbench-packages.txt")
+    assert packages == PAPER_APT | OFFICIAL_APT_EXTRA
+    dockerfile = (IMAGES / "Dockerfile.runtime").read_text()
     instructions = parse_dockerfile(IMAGES / "Dockerfile.runtime")
-    apt = apt_packages(instructions)
-    assert apt >= PAPER_APT
-    assert apt - PAPER_APT <= {"file", "ca-certificates"}
+    install = next(i.args for i in instructions if "apt-get install" in i.args)
+    assert "/opt/dataspace/workbench-packages.txt" in install and "xargs" in install
+    assert "COPY workbench-packages.txt" in dockerfile
+    dev = (REPO / "scripts" / "dev.sh").read_text()
+    assert "images/workbench-packages.txt" in dev  # the local set-up installs the same list
+    assert "images/runtime-requirements.txt" in dev
+
+
+def test_the_runtime_python_has_the_official_pins_and_generic_tools_only() -> None:
+    instructions = parse_dockerfile(IMAGES / "Dockerfile.runtime")
     pins = pinned_requirements(IMAGES / "runtime-requirements.txt")
     assert set(pins) >= PAPER_PYTHON
+    assert {name: pins[name] for name in OFFICIAL_PINS} == OFFICIAL_PINS
     assert "--no-deps" in next(
         i.args for i in instructions if "runtime-requirements" in i.args and i.keyword == "RUN"
     )
@@ -164,23 +205,44 @@ def test_the_runtime_installs_the_papers_tools_and_only_pinned_python_packages()
     assert not solvers & set(pins), "the runtime offers generic tools only"
 
 
-def test_tools_md_lists_what_the_runtime_installs() -> None:
-    tools = (IMAGES / "TOOLS.md").read_text()
-    instructions = parse_dockerfile(IMAGES / "Dockerfile.runtime")
-    listed = set(re.findall(r"^\| `([a-z0-9.\-]+)` \|", tools, flags=re.MULTILINE))
-    apt = apt_packages(instructions) - {"ca-certificates"}
-    pins = pinned_requirements(IMAGES / "runtime-requirements.txt")
-    assert apt <= listed, f"installed but not in TOOLS.md: {sorted(apt - listed)}"
-    assert listed >= PAPER_PYTHON
-    assert listed <= apt | set(pins), (
-        f"in TOOLS.md but not installed: {sorted(listed - apt - set(pins))}"
+def test_tools_md_and_capabilities_are_the_official_ones_and_baked_with_a_manifest() -> None:
+    import hashlib
+
+    for name, digest in OFFICIAL_SHA256.items():
+        assert hashlib.sha256((IMAGES / name).read_bytes()).hexdigest() == digest, name
+    dockerfile = (IMAGES / "Dockerfile.runtime").read_text()
+    assert "COPY TOOLS.md capabilities.json workbench_manifest.py /opt/dataspace/" in dockerfile
+    assert "workbench_manifest.py /opt/dataspace" in dockerfile.split("COPY TOOLS.md")[1]
+    assert "DATASPACE_TOOLS_MANIFEST=/opt/dataspace/TOOLS.md" in dockerfile
+
+
+def test_the_manifest_script_writes_versions_and_the_tools_hash(tmp_path: Path) -> None:
+    import json
+    import sys
+
+    for name in ("TOOLS.md", "capabilities.json"):
+        (tmp_path / name).write_bytes((IMAGES / name).read_bytes())
+    listing = tmp_path / "packages.txt"
+    listing.write_text("# one package this host has\ncoreutils\n")
+    done = subprocess.run(
+        [sys.executable, str(IMAGES / "workbench_manifest.py"), str(tmp_path), str(listing)],
+        capture_output=True, text=True, check=False,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    manifest = json.loads((tmp_path / "runtime-manifest.json").read_text())
+    assert manifest["runtime_version"] == "1.0"
+    assert manifest["tools_sha256"] == OFFICIAL_SHA256["TOOLS.md"]
+    assert manifest["system_packages"]["coreutils"]
+    assert "pytest" in manifest["python_packages"]
+    assert (tmp_path / "python-packages.txt").read_text().count("==") == len(
+        manifest["python_packages"]
     )
-    for name in PAPER_PYTHON:
-        row = re.search(rf"^\| `{re.escape(name)}` \| ([^ |]+) \|", tools, flags=re.MULTILINE)
-        assert row and row.group(1) == pins[name], (
-            f"TOOLS.md version of {name} differs from the pin"
-        )
-    assert "COPY TOOLS.md" in (IMAGES / "Dockerfile.runtime").read_text()
+    listing.write_text("no-such-package-here\n")
+    missing = subprocess.run(
+        [sys.executable, str(IMAGES / "workbench_manifest.py"), str(tmp_path), str(listing)],
+        capture_output=True, text=True, check=False,
+    )  # fmt: skip
+    assert missing.returncode == 1 and "no-such-package-here" in missing.stderr
 
 
 def test_the_controller_image_installs_the_project_with_its_pins() -> None:

@@ -308,3 +308,49 @@ def test_the_kind_cluster_config_parses() -> None:
 
 if __name__ == "__main__":  # pragma: no cover
     sys.exit(pytest.main([__file__]))
+
+
+def test_pods_use_runtime_default_seccomp_or_the_documented_profile_and_own_users() -> None:
+    import dataclasses
+
+    workspace = StreamedWorkspace(size_bytes=1024**2)
+
+    def pod_of(template: PodTemplate) -> dict:
+        pod = pod_manifest(
+            template=template, name="ds-x-a1-abcdef", sandbox_id="abcdef",
+            labels={"run": "r"}, limits=LIMITS, workspace=workspace,
+        )  # fmt: skip
+        validate(pod, "generated pod")
+        return pod
+
+    default = pod_of(FULL_TEMPLATE)["spec"]
+    assert "hostUsers" not in default  # clusters without user namespaces get no field
+    assert default["securityContext"]["seccompProfile"] == {"type": "RuntimeDefault"}
+    assert all(
+        c["securityContext"]["seccompProfile"] == {"type": "RuntimeDefault"}
+        for c in [*default["containers"], *default["initContainers"]]
+    )
+    hardened = pod_of(
+        dataclasses.replace(
+            FULL_TEMPLATE, host_users=False, seccomp_profile="dataspace-sandbox.json"
+        )
+    )["spec"]
+    assert hardened["hostUsers"] is False
+    local = {"type": "Localhost", "localhostProfile": "dataspace-sandbox.json"}
+    assert hardened["securityContext"]["seccompProfile"] == local
+    assert hardened["containers"][0]["securityContext"]["seccompProfile"] == local
+
+
+def test_the_documented_seccomp_profile_is_the_local_sandboxs_deny_list() -> None:
+    import json
+
+    from dataspace.sandbox import _seccomp
+
+    shipped = json.loads((K8S / "seccomp" / "dataspace-sandbox.json").read_text())
+    assert shipped == _seccomp.oci_profile()
+    denied = next(r for r in shipped["syscalls"] if r.get("errnoRet") == 1 and "args" not in r)
+    assert {"add_key", "keyctl", "request_key", "bpf", "ptrace", "mount"} <= set(denied["names"])
+    unshare = [r for r in shipped["syscalls"] if r["names"] == ["unshare"]]
+    assert any(r["args"][0]["value"] == _seccomp.CLONE_NEWUSER for r in unshare)
+    readme = (K8S / "README.md").read_text()
+    assert "seccomp/dataspace-sandbox.json" in readme and "host_users" in readme

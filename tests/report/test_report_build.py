@@ -232,6 +232,9 @@ def test_write_basic_report_writes_the_full_report_and_falls_back(store_root, tm
         "run_id": "r0",
         "attempts": 1,
         "wall_seconds": 1.0,
+        "tasks": 3,
+        "scored_tasks": 1,
+        "unscored_tasks": 2,
         "agents": {
             "gold": {
                 "harness": "gold",
@@ -247,6 +250,9 @@ def test_write_basic_report_writes_the_full_report_and_falls_back(store_root, tm
     empty = open_store(str(tmp_path))
     paths = write_basic_report(empty, "runs/r0", summary)
     assert "100.00" in (tmp_path / "runs" / "r0" / "report.md").read_text()
+    for name in ("report.md", "report.html"):
+        text = (tmp_path / "runs" / "r0" / name).read_text()
+        assert "1 scored of 3 tasks, 2 unscored (no gold)." in text
     assert len(paths) == 2
 
 

@@ -33,7 +33,11 @@ def test_gold_run_scores_everything_and_resumes(tmp_path, ray_local):
     spec = _spec(tmp_path, attempts=2)
     seen = []
     out = execute_run(spec, progress=seen.append)
-    assert out.executed == 6 and out.skipped == 0
+    assert out.executed == 6 and out.skipped == 0, (
+        out.interrupted,
+        out.stopped_agents,
+        [(r["status"], r.get("error")) for r in out.rows],
+    )
     assert seen[0] == {
         "event": "plan",
         "total": 6,

@@ -19,7 +19,13 @@ from cli_helpers import (
 from dataspace.testing.releases import write_tiny_release
 from dataspace.testing.scripted_server import ScriptedServer
 
-pytestmark = [pytest.mark.ray, pytest.mark.sandbox, pytest.mark.llm, pytest.mark.integration]
+pytestmark = [
+    pytest.mark.timeout(900),
+    pytest.mark.ray,
+    pytest.mark.sandbox,
+    pytest.mark.llm,
+    pytest.mark.integration,
+]
 
 
 def test_key_is_in_no_file_the_run_or_ray_wrote(tmp_path):

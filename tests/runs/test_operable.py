@@ -28,7 +28,12 @@ from dataspace.store import open_store
 from dataspace.testing.releases import write_tiny_release
 from dataspace.testing.scripted_server import ScriptedServer
 
-pytestmark = [pytest.mark.sandbox, pytest.mark.llm, pytest.mark.integration]
+pytestmark = [
+    pytest.mark.timeout(900),
+    pytest.mark.sandbox,
+    pytest.mark.llm,
+    pytest.mark.integration,
+]
 
 
 @pytest.fixture

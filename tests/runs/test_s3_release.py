@@ -10,7 +10,12 @@ from cli_helpers import cli_env, dataspace, short_ray_dir, write_spec
 from dataspace.store import open_store
 from dataspace.testing.releases import write_tiny_release
 
-pytestmark = [pytest.mark.ray, pytest.mark.sandbox, pytest.mark.integration]
+pytestmark = [
+    pytest.mark.timeout(900),
+    pytest.mark.ray,
+    pytest.mark.sandbox,
+    pytest.mark.integration,
+]
 
 
 def test_run_reads_a_release_from_s3(tmp_path):

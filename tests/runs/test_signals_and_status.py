@@ -19,7 +19,13 @@ from dataspace.store import open_store
 from dataspace.testing.releases import write_tiny_release
 from dataspace.testing.scripted_server import ScriptedServer
 
-pytestmark = [pytest.mark.ray, pytest.mark.sandbox, pytest.mark.llm, pytest.mark.integration]
+pytestmark = [
+    pytest.mark.timeout(900),
+    pytest.mark.ray,
+    pytest.mark.sandbox,
+    pytest.mark.llm,
+    pytest.mark.integration,
+]
 
 
 @pytest.fixture

@@ -1,0 +1,120 @@
+"""The Data Workbench Runtime 1.0: where it lives and its manifest.
+
+The workbench is what the paper's agents had inside their sandbox: the official workbench
+image's command-line tools (``images/workbench-packages.txt``) and a Python 3.11 with its
+data packages (``images/runtime-requirements.txt``), with ``/opt/dataspace/TOOLS.md`` and
+``/opt/dataspace/capabilities.json``. ``scripts/dev.sh`` installs it on this host under
+:data:`RUNTIME_ROOT` (the Python as a virtual environment at ``python/``, which the local
+sandbox shows at ``/usr/local``, the official image's place); ``images/Dockerfile.runtime``
+bakes the same lists into the runtime image. Both write ``runtime-manifest.json``
+(``images/workbench_manifest.py``): package versions and the sha256 of ``TOOLS.md``.
+
+Every attempt record carries the manifest's identity (:func:`manifest_identity`) and so
+does the run fingerprint (:func:`runtime_identity`).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from dataspace.errors import SandboxError
+
+RUNTIME_ROOT = "/opt/dataspace"
+MANIFEST_NAME = "runtime-manifest.json"
+PYTHON_DIR = "python"
+"""The workbench Python's virtual environment, under the runtime root."""
+TOOLS_MANIFEST = f"{RUNTIME_ROOT}/TOOLS.md"
+
+ENVIRONMENT = {
+    "DATASPACE_TOOLS_MANIFEST": TOOLS_MANIFEST,
+    "PYTHONDONTWRITEBYTECODE": "1",
+    "PYTHONUNBUFFERED": "1",
+    "OPENBLAS_NUM_THREADS": "1",
+    "OMP_NUM_THREADS": "1",
+    "MKL_NUM_THREADS": "1",
+    "NUMEXPR_NUM_THREADS": "1",
+}
+"""The official workbench image's environment, set for every command."""
+
+_IDENTITY_KEYS = (
+    "runtime",
+    "runtime_version",
+    "tools_sha256",
+    "capabilities_sha256",
+    "python",
+    "python_packages_sha256",
+    "system_packages_sha256",
+)
+_cache: dict[str, dict[str, Any]] = {}
+
+
+def read_manifest(root: str | Path = RUNTIME_ROOT) -> dict[str, Any]:
+    """The manifest of the workbench installed at ``root`` (read once per process).
+
+    Raises:
+        SandboxError: no workbench there, or its manifest is unreadable (the message says
+            how to install it).
+    """
+    key = str(root)
+    if key in _cache:
+        return _cache[key]
+    path = Path(root) / MANIFEST_NAME
+    python = Path(root) / PYTHON_DIR / "bin" / "python3"
+    try:
+        manifest = json.loads(path.read_text())
+    except (OSError, ValueError) as exc:
+        raise SandboxError(
+            f"Data Workbench Runtime: cannot read {path} ({exc}); install it with "
+            "'scripts/dev.sh shell true' as root"
+        ) from None
+    if not isinstance(manifest, dict) or not python.exists():
+        raise SandboxError(
+            f"Data Workbench Runtime at {root}: incomplete (no {python} or a bad {path}); "
+            "reinstall it with 'scripts/dev.sh shell true' as root"
+        )
+    _cache[key] = manifest
+    return manifest
+
+
+def manifest_identity(manifest: Mapping[str, Any]) -> dict[str, Any]:
+    """What of a manifest decides results: runtime, TOOLS.md and package-list hashes.
+
+    >>> manifest_identity({"runtime_version": "1.0", "tools_sha256": "ab", "other": 1})
+    {'runtime_version': '1.0', 'tools_sha256': 'ab'}
+    """
+    return {key: manifest[key] for key in _IDENTITY_KEYS if key in manifest}
+
+
+def runtime_identity(
+    backend: str, options: Mapping[str, Any], image: str | None = None
+) -> dict[str, Any]:
+    """The runtime part of a run's fingerprint, computed once on the controller.
+
+    The local backend reads the manifest of the workbench it will show its sandboxes;
+    a cluster backend runs its image, whose manifest was baked at build time, so the image
+    reference stands for it (each attempt record still carries the manifest read from the
+    pod).
+
+    Raises:
+        SandboxError: the local workbench is missing.
+    """
+    if backend == "local":
+        root = options.get("runtime_root", RUNTIME_ROOT)
+        return {"backend": "local", **manifest_identity(read_manifest(str(root)))}
+    from dataspace.sandbox._k8s_options import DEFAULT_IMAGE
+
+    return {"backend": backend, "image": image or options.get("image") or DEFAULT_IMAGE}
+
+
+__all__ = [
+    "ENVIRONMENT",
+    "MANIFEST_NAME",
+    "RUNTIME_ROOT",
+    "TOOLS_MANIFEST",
+    "manifest_identity",
+    "read_manifest",
+    "runtime_identity",
+]

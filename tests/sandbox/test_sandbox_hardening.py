@@ -1,0 +1,202 @@
+"""The local sandbox against a hostile command: no channel between attempts, no nested
+namespaces, no host path, bounded collect, nothing running at collect, honest statuses.
+
+Every test starts real sandboxes.
+"""
+
+from __future__ import annotations
+
+import os
+import textwrap
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from dataspace.sandbox import Limits, SandboxSpec, _cgroup
+from dataspace.sandbox.local import LocalBackend, LocalSandbox
+
+pytestmark = pytest.mark.sandbox
+
+# add_key / keyctl through ctypes: no keyutils needed inside.
+KEYRING = textwrap.dedent("""
+    import ctypes, os, sys
+    libc = ctypes.CDLL(None, use_errno=True)
+    ADD_KEY, KEYCTL = {add_key}, {keyctl}
+    KEY_SPEC_USER_KEYRING, KEY_SPEC_SESSION_KEYRING, KEYCTL_SEARCH = -4, -3, 10
+    if sys.argv[1] == "add":
+        for ring in (KEY_SPEC_USER_KEYRING, KEY_SPEC_SESSION_KEYRING):
+            r = libc.syscall(ADD_KEY, b"user", b"ds-probe", b"secret-9c1e", 11, ring)
+            print("add", r, ctypes.get_errno())
+    else:
+        for ring in (KEY_SPEC_USER_KEYRING, KEY_SPEC_SESSION_KEYRING):
+            r = libc.syscall(KEYCTL, KEYCTL_SEARCH, ring, b"user", b"ds-probe", 0)
+            print("search", r, ctypes.get_errno())
+""").format(
+    add_key=248 if os.uname().machine == "x86_64" else 217,
+    keyctl=250 if os.uname().machine == "x86_64" else 219,
+)
+
+
+@pytest.fixture
+def workspace(tmp_path: Path) -> Path:
+    folder = tmp_path / "release" / "input" / "task_7" / "context"
+    folder.mkdir(parents=True)
+    (folder / "data.csv").write_text("a\n1\n")
+    return folder
+
+
+@pytest.fixture
+def make(local_backend: LocalBackend, workspace: Path) -> Iterator:
+    created: list[LocalSandbox] = []
+
+    def make_sandbox(**limits: float) -> LocalSandbox:
+        sandbox = local_backend.create(SandboxSpec(workspace=workspace, limits=Limits(**limits)))
+        created.append(sandbox)
+        return sandbox
+
+    yield make_sandbox
+    for sandbox in created:
+        sandbox.close()
+
+
+def test_a_key_added_in_one_attempt_is_not_seen_by_the_next(make) -> None:
+    first = make()
+    added = first.exec(["python3", "-c", KEYRING, "add"])
+    assert added.exit_code == 0, added.stderr
+    # Both keyring calls are refused outright (EPERM = 1), for the user and session rings.
+    assert added.stdout.split("\n")[:2] == ["add -1 1", "add -1 1"]
+    first.close()
+    found = make().exec(["python3", "-c", KEYRING, "search"])
+    assert found.exit_code == 0, found.stderr
+    assert [line.split()[1] for line in found.stdout.splitlines()] == ["-1", "-1"]
+
+
+def test_no_nested_user_namespace_and_no_mounts_inside(make) -> None:
+    sandbox = make()
+    nested = sandbox.exec("unshare -Ur id -u")
+    assert nested.exit_code != 0
+    assert "Operation not permitted" in nested.stderr
+    assert sandbox.exec("unshare -m true").exit_code != 0
+    assert sandbox.exec("unshare -n true").exit_code != 0
+    status = sandbox.exec("grep -E '^(Seccomp|NoNewPrivs|CapEff):' /proc/self/status").stdout
+    fields = dict(line.split(":\t") for line in status.splitlines())
+    assert fields == {"NoNewPrivs": "1", "Seccomp": "2", "CapEff": "0000000000000000"}
+    # Threads and plain forks still work (clone without namespace flags, clone3 falls back).
+    script = "import threading; t = threading.Thread(target=print, args=('ok',)); t.start()"
+    assert make().exec(["python3", "-c", script]).stdout == "ok\n"
+
+
+def test_each_sandbox_has_its_own_user_namespace(make) -> None:
+    first, second = make(), make()
+    one = first.exec("readlink /proc/self/ns/user").stdout
+    two = second.exec("readlink /proc/self/ns/user").stdout
+    assert one and two and one != two
+    assert one != os.readlink("/proc/self/ns/user") + "\n"
+    assert first.exec("id -u").stdout == "65534\n"
+
+
+def test_mountinfo_shows_no_host_path(make, workspace: Path, local_backend: LocalBackend) -> None:
+    sandbox = make()
+    mountinfo = sandbox.exec("cat /proc/self/mountinfo").stdout
+    assert " /workspace " in mountinfo
+    hidden = [str(workspace), str(workspace.parent), str(local_backend.state_dir), "/work/"]
+    for path in hidden:
+        assert path not in mountinfo, path
+    assert sandbox.info()["workspace_host_path_hidden"] is True
+    assert sandbox.exec("cat /workspace/data.csv").stdout == "a\n1\n"
+    assert sandbox.exec("touch /workspace/new").exit_code != 0
+
+
+def test_sandbox_cgroups_sit_inside_the_controllers_own(
+    cgroup_backend: LocalBackend, workspace: Path
+) -> None:
+    own = _cgroup.own_groups(Path("/proc/self/cgroup").read_text())
+    mounts = _cgroup.parse_mounts(Path("/proc/self/mounts").read_text())
+    layout = cgroup_backend.layout
+    assert layout is not None
+    for controller, parent in layout.parents.items():
+        if layout.version == 1:
+            point = next(p for kind, p, opts in mounts if kind == "cgroup" and controller in opts)
+            mine = own[controller]
+        else:
+            point = next(p for kind, p, _ in mounts if kind == "cgroup2")
+            mine = own[""]
+        assert parent == Path(point, mine.strip("/"), _cgroup.GROUP)
+    with cgroup_backend.create(SandboxSpec(workspace=workspace)) as sandbox:
+        groups = [Path(g) for g in sandbox.info()["cgroups"]]
+        assert groups
+        assert all(any(g.parent == p for p in layout.parents.values()) for g in groups)
+
+
+FORK_UNTIL_EAGAIN = """
+import os, sys, time
+try:
+    for _ in range(64):
+        if os.fork() == 0:
+            time.sleep(120)
+            os._exit(0)
+except BlockingIOError as exc:
+    print("fork refused", exc.errno)
+sys.stdout.flush()
+os._exit(7)
+"""
+
+
+def test_a_fork_refused_with_eagain_is_not_reported_as_killed(
+    cgroup_backend: LocalBackend, workspace: Path
+) -> None:
+    limits = Limits(pids=16)
+    with cgroup_backend.create(SandboxSpec(workspace=workspace, limits=limits)) as sandbox:
+        result = sandbox.exec(["python3", "-c", FORK_UNTIL_EAGAIN], timeout=60)
+        assert (result.exit_code, result.status, result.timed_out) == (7, "ok", False)
+        assert "fork refused 11" in result.stdout
+        # What it left at the limit was killed with its group: the sandbox is usable.
+        assert sandbox.exec("echo usable").stdout == "usable\n"
+        assert "python3" not in sandbox.exec("ps -eo comm").stdout
+
+
+def test_collect_stops_every_process_first(make, tmp_path: Path) -> None:
+    sandbox = make()
+    sandbox.exec("(while :; do echo x >> /output/log.txt; done) > /dev/null 2>&1 &")
+    sandbox.exec("sleep 600 > /dev/null 2>&1 &")
+    namespace, init = sandbox.info()["pid_namespace"], sandbox.info()["init_pid"]
+    sandbox.collect(tmp_path / "out")
+    alive = [
+        pid
+        for pid in os.listdir("/proc")
+        if pid.isdigit() and _namespace(pid) == namespace and int(pid) != init
+    ]
+    assert alive == []
+    size = (tmp_path / "out" / "log.txt").stat().st_size
+    assert sandbox.read_file("log.txt") == (tmp_path / "out" / "log.txt").read_bytes()
+    assert len(sandbox.read_file("log.txt")) == size
+
+
+def test_collect_of_100000_files_is_bounded_and_reported(make, tmp_path: Path) -> None:
+    sandbox = make()
+    made = sandbox.exec(
+        ["python3", "-c", "import os\nfor i in range(100000): os.close(os.open("
+         "f'/output/f{i:06d}', os.O_CREAT | os.O_WRONLY))"],
+        timeout=170,
+    )  # fmt: skip
+    assert made.exit_code == 0, made.stderr
+    started = time.monotonic()
+    copied = sandbox.collect(tmp_path / "out")
+    seconds = time.monotonic() - started
+    report = sandbox.collect_report
+    assert report is not None
+    assert len(copied) == report["files"] == report["limits"]["files"] == 10_000
+    assert len(list((tmp_path / "out").iterdir())) == 10_000
+    assert report["listing_cut"] is True and report["entries_seen"] == 50_000
+    assert sum(report["skipped"].values()) == 40_001  # the rest of the listing, and one more
+    assert report["skipped_examples"]
+    assert seconds < 120  # bounded, not timed: a generous bound that only a hang exceeds
+
+
+def _namespace(pid: str) -> int | None:
+    try:
+        return os.stat(f"/proc/{pid}/ns/pid").st_ino
+    except OSError:
+        return None
