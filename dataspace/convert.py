@@ -225,10 +225,14 @@ def dump_spec(doc: Mapping[str, Any], *, notes: list[str] | None = None) -> str:
     """The spec as YAML, with the notes as a comment header."""
     import yaml
 
+    class _NoAliases(yaml.SafeDumper):
+        def ignore_aliases(self, data: Any) -> bool:
+            return True  # every agent spelled out: no &id001 anchors for shared values
+
     head = "# Run spec converted from the official baseline configs.\n"
     for n in notes or []:
         head += f"# - {n}\n"
-    return head + yaml.safe_dump(dict(doc), sort_keys=False, allow_unicode=True)
+    return head + yaml.dump(dict(doc), Dumper=_NoAliases, sort_keys=False, allow_unicode=True)
 
 
 __all__ = ["PLACEHOLDER", "ConvertedSpec", "convert_official", "dump_spec"]

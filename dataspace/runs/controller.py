@@ -47,13 +47,14 @@ from dataspace.runs.attempt import AttemptRequest, infra_record, run_attempt
 from dataspace.runs.keys import controller_keys, start_key_holder, stop_key_holder
 from dataspace.runs.layout import RunLayout
 from dataspace.runs.spec import RunSpec, agent_identity, diff_identity, fingerprint
+from dataspace.runs.status import UNFINISHED_STATUSES, AttemptStatus
 
 logger = logging.getLogger(__name__)
 
 ProgressFn = Callable[[dict[str, Any]], None]
-UNFINISHED = ("infrastructure_error", "not_scheduled")
+UNFINISHED = UNFINISHED_STATUSES
 STATUS_INTERVAL = 5.0
-SKIPPED = "skipped"  # status of an oracle attempt on a task without gold (never run)
+SKIPPED = AttemptStatus.SKIPPED.value  # an oracle attempt on a task without gold (never run)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -650,7 +651,7 @@ class _Run:
     def _unfinished_row(self, p: PlannedAttempt) -> dict[str, Any]:
         failures = self.failures.get(p.key, [])
         agent = next(a for a in self.spec.agents if a.name == p.agent)
-        status = "infrastructure_error" if failures else "not_scheduled"
+        status = AttemptStatus.INFRASTRUCTURE_ERROR if failures else AttemptStatus.NOT_SCHEDULED
         scored = self.release.is_scored(p.task_id)
         if failures:
             error = failures[-1]["error"]
@@ -668,7 +669,7 @@ class _Run:
             "model": agent.model.id if agent.model else None,
             "task_id": p.task_id,
             "attempt": p.attempt,
-            "status": status,
+            "status": status.value,
             "scored": scored,
             "passed": False if failures and scored else None,
             "error_code": failures[-1].get("code") if failures else None,

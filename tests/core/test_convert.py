@@ -95,6 +95,7 @@ def test_official_harness_config_gives_one_agent_per_enabled_harness(tmp_path):
     out = tmp_path / "spec.yaml"
     p = _convert(str(vercel), str(harness), "-o", str(out), "--release", "r", "--store", "s")
     assert p.returncode == 0, p.stderr
+    assert "&id" not in out.read_text()  # each agent spelled out in full
     doc = yaml.safe_load(out.read_text())
     official = yaml.safe_load(harness.read_text())
     exp = official["experiment"]

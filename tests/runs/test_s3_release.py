@@ -38,10 +38,9 @@ def test_run_reads_a_release_from_s3(tmp_path):
                     remote.put_file(p.relative_to(local).as_posix(), p)
             spec = write_spec(
                 tmp_path / "s.yaml",
-                local,
+                "s3://bench/releases/tiny",
                 tmp_path / "store",
                 [{"name": "gold", "harness": "gold"}],
-                release="s3://bench/releases/tiny",
             )
             env = cli_env(
                 ray_dir,
