@@ -35,7 +35,9 @@ def model_agent(url: str, *, name: str = "react", model_id: str = "scripted-mode
     }
 
 
-def write_spec(path: Path, release: Path | str, store: Path, agents: list[dict], **extra: Any) -> Path:
+def write_spec(
+    path: Path, release: Path | str, store: Path, agents: list[dict], **extra: Any
+) -> Path:
     obj = {
         "run_id": "r1",
         "release": str(release),
