@@ -190,6 +190,9 @@ def execute_run(
     else:
         task_ids = all_ids
     check_agents(spec)
+    from dataspace.runs.preflight import check_backend_name
+
+    check_backend_name(spec)  # a typo is named as such, not as a changed spec
     identity = spec.identity(release.fingerprint())
     recorded = _check_recorded(store, layout, spec, identity)
 

@@ -209,42 +209,107 @@ def _check_key(m: ModelSpec, where: str) -> Check:
 
 
 def _check_endpoint(m: ModelSpec, where: str) -> Check:
-    """One minimal metered call: the endpoint answers and accepts the model id."""
-    from dataspace.llm.client import MeteredClient, RetryPolicy
-    from dataspace.llm.limiter import LocalLimiter
+    """One minimal metered call: the endpoint answers and accepts the model id.
+
+    Plain ``http.client`` (not the SDK, whose import alone takes seconds): a refused or
+    unroutable endpoint is reported within the connect timeout and one retry.
+    """
+    from dataspace.llm.keys import lookup_key
+    from dataspace.llm.usage import Prices, cost_usd, token_counts
 
     t0 = time.monotonic()
     key = f"{where}.id" if m.base_url is None else f"{where}.base_url/id"
-    try:
-        client = MeteredClient(
-            m,
-            max_output_tokens=PREFLIGHT_MAX_TOKENS,
-            request_timeout=min(PREFLIGHT_READ_TIMEOUT, m.read_timeout or PREFLIGHT_READ_TIMEOUT),
-            retry=RetryPolicy(max_retries=2, max_connect_retries=1, initial_backoff=0.5),
-            limiter=LocalLimiter(1),
-        )
+    base = (m.base_url or "https://api.openai.com/v1").rstrip("/")
+    body = {
+        "model": m.id,
+        "messages": [{"role": "user", "content": "Reply with the word ok."}],
+        "max_tokens": PREFLIGHT_MAX_TOKENS,
+    }
+    headers = {"Content-Type": "application/json", "Accept": "application/json"}
+    secret = lookup_key(m.key_env) if m.key_env else None
+    if secret:
+        headers["Authorization"] = f"Bearer {secret}"
+    read = min(PREFLIGHT_READ_TIMEOUT, m.read_timeout or PREFLIGHT_READ_TIMEOUT)
+    problem = ""
+    for try_no in range(3):
+        if try_no:
+            time.sleep(0.5 * try_no)
         try:
-            reply = client.complete([{"role": "user", "content": "Reply with the word ok."}])
-        finally:
-            client.close()
-    except DataSpaceError as exc:
-        return Check(key=key, ok=False, message=_strip(str(exc)), seconds=time.monotonic() - t0)
-    call = reply.call
-    tokens = call.tokens.input_tokens + call.tokens.output_tokens
-    return Check(
-        key=key,
-        ok=True,
-        message=f"{m.base_url or 'default endpoint'} accepted {m.id!r} in "
-        f"{call.latency_seconds:.2f} s ({tokens} tokens, ${call.cost_usd:.6f})",
-        seconds=time.monotonic() - t0,
-        cost_usd=call.cost_usd,
+            status, data, latency = _post_json(
+                f"{base}/chat/completions", body, headers, connect=m.connect_timeout, read=read
+            )
+        except OSError as exc:
+            reason = "timed out" if isinstance(exc, TimeoutError) else (exc.strerror or str(exc))
+            problem = f"model endpoint {base} cannot be reached ({reason}); check base_url"
+            continue
+        snippet = data[:300].decode("utf-8", "replace").replace("\n", " ")
+        if 200 <= status < 300:
+            try:
+                import json
+
+                payload = json.loads(data)
+                usage = payload.get("usage") if isinstance(payload, dict) else None
+                if not isinstance(payload, dict) or not payload.get("choices"):
+                    raise ValueError("no choices")
+            except ValueError:
+                problem = f"model endpoint {base} answered 200 with no chat completion: {snippet}"
+                continue
+            tokens = token_counts(usage if isinstance(usage, dict) else None)
+            cost = cost_usd(tokens, Prices.of(m))
+            n = tokens.input_tokens + tokens.output_tokens
+            return Check(
+                key=key,
+                ok=True,
+                message=f"{base} accepted {m.id!r} in {latency:.2f} s ({n} tokens, ${cost:.6f})",
+                seconds=time.monotonic() - t0,
+                cost_usd=cost,
+            )
+        if status in (401, 403, 404):
+            problem = (
+                f"model endpoint {base} refused model {m.id!r} with HTTP {status}: {snippet} "
+                f"(check base_url, model id and the key in ${m.key_env})"
+            )
+            break
+        problem = f"model endpoint {base} answered HTTP {status}: {snippet}"
+        if status not in (408, 409, 425, 429) and status < 500:
+            break
+    return Check(key=key, ok=False, message=problem, seconds=time.monotonic() - t0)
+
+
+def _post_json(
+    url: str, body: Any, headers: dict[str, str], *, connect: float, read: float
+) -> tuple[int, bytes, float]:
+    """POST ``body`` as JSON; (status, body, seconds). Raises OSError when unreachable."""
+    import http.client
+    import json
+    from urllib.parse import urlsplit
+
+    parts = urlsplit(url)
+    conn_cls = (
+        http.client.HTTPSConnection if parts.scheme == "https" else http.client.HTTPConnection
     )
+    conn = conn_cls(parts.hostname or "", parts.port, timeout=connect)
+    t0 = time.monotonic()
+    try:
+        conn.connect()
+        if conn.sock is not None:
+            conn.sock.settimeout(read)
+        path = parts.path + (f"?{parts.query}" if parts.query else "")
+        conn.request("POST", path, body=json.dumps(body).encode(), headers=headers)
+        resp = conn.getresponse()
+        data = resp.read()
+        return resp.status, data, time.monotonic() - t0
+    except http.client.HTTPException as exc:
+        raise OSError(f"bad HTTP answer: {exc}") from exc
+    finally:
+        conn.close()
 
 
-def _check_sandbox(spec: RunSpec) -> str | tuple[str, bool]:
+def check_backend_name(spec: RunSpec) -> None:
+    """Raise ConfigError (with the nearest known name) for an unknown ``sandbox.backend``."""
     import difflib
 
-    from dataspace.sandbox import backend_names, get_backend
+    from dataspace.sandbox import backend_names
 
     name = spec.sandbox.backend
     if name not in backend_names():
@@ -254,6 +319,13 @@ def _check_sandbox(spec: RunSpec) -> str | tuple[str, bool]:
             f"sandbox.backend {name!r} is unknown; {hint}known backends: "
             f"{', '.join(backend_names())}"
         )
+
+
+def _check_sandbox(spec: RunSpec) -> str | tuple[str, bool]:
+    from dataspace.sandbox import get_backend
+
+    check_backend_name(spec)
+    name = spec.sandbox.backend
     backend = get_backend(name, **dict(spec.sandbox.options))
     check_image = getattr(backend, "check_image", None)
     if spec.sandbox.image and callable(check_image):
@@ -390,6 +462,7 @@ __all__ = [
     "Check",
     "PreflightError",
     "PreflightReport",
+    "check_backend_name",
     "check_machine",
     "check_spec",
     "lines",

@@ -133,6 +133,18 @@ def test_bad_backend_fails_before_ray_and_the_fixed_spec_then_runs(tmp_path, rel
     assert p.returncode == 0, p.stdout + p.stderr
     assert "accuracy 100.00% (2/2)" in p.stdout
 
+    # the same typo on the recorded run is named as a typo, not as a changed spec
+    spec = write_spec(
+        tmp_path / "s.yaml",
+        release,
+        store,
+        [{"name": "gold", "harness": "gold"}],
+        sandbox={"backend": "lokal", "memory": "1GiB"},
+    )
+    p = dataspace("run", str(spec), env=cli_env(ray_dir))
+    assert p.returncode == 2 and "did you mean 'local'?" in p.stderr
+    assert "changed:" not in p.stderr
+
 
 def test_unreachable_ray_address_is_one_line_within_seconds(tmp_path, release, ray_dir):
     spec = write_spec(
