@@ -483,11 +483,9 @@ class _Run:
         queue: Iterator[PlannedAttempt] = iter(pending)
         in_flight: dict[Any, AttemptRequest] = {}
         retry: list[AttemptRequest] = []
-        spend = (
-            sum(float(price_row(spec, r).get("cost_usd") or 0.0) for r in self.rows.values())
-            + self.preflight_cost
-        )
-        self._last_write = time.monotonic()
+        # the spend limit counts the attempts' cost; preflight's calls are shown apart
+        spend = sum(float(price_row(spec, r).get("cost_usd") or 0.0) for r in self.rows.values())
+        self.write(partial=True)  # a report can be made as soon as the run is under way
 
         def request_for(p: PlannedAttempt) -> AttemptRequest:
             prior = self.failures.get(p.key, [])
