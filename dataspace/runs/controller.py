@@ -460,7 +460,9 @@ class _Run:
         from dataspace.runs.ray_start import connect_ray
 
         spec = self.spec
-        connect_ray(address=spec.ray_address, num_cpus=spec.concurrency, **ray_init)
+        extra = dict(ray_init)
+        num_cpus = extra.pop("num_cpus", spec.concurrency)
+        connect_ray(address=extra.pop("address", spec.ray_address), num_cpus=num_cpus, **extra)
         self.emit({"event": "started", "ray": ray.get_runtime_context().gcs_address})
         remote = ray.remote(num_cpus=1, max_retries=0)(run_attempt)
         # Workers may predate the key being exported (a Ray instance that was already
