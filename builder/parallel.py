@@ -896,19 +896,9 @@ def _run_ray(
     import ray
     from ray.exceptions import RayError, RayTaskError
 
-    started_here = False
-    if not ray.is_initialized():
-        kwargs: dict[str, Any] = {
-            "include_dashboard": False,
-            "log_to_driver": False,
-            "configure_logging": False,
-        }
-        if address:
-            kwargs["address"] = address
-        else:
-            kwargs["num_cpus"] = max(1, workers)
-        ray.init(**kwargs)
-        started_here = True
+    from dataspace.runs.ray_start import connect_ray
+
+    started_here = connect_ray(address=address, num_cpus=workers)
     try:
         remote = ray.remote(num_cpus=1, max_retries=1)(build_item)
         pending = {remote.remote(job): job for job in jobs}

@@ -1,17 +1,16 @@
 """The ``dataspace`` command line: parse flags into typed configs, call the library, print.
 
 Every error the library raises on purpose is printed as one line (``error: ...``) with exit
-code 2; a demo whose gold agent scores below 100% exits 1.
+code 2; a run with attempts left unfinished, and a demo whose gold agent scores below 100%,
+exit 1. SIGTERM is handled like Ctrl-C: finished attempts are kept, exit code 1.
 """
 
 from __future__ import annotations
 
 import argparse
-import contextlib
 import logging
-import os
 import sys
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -22,7 +21,42 @@ logger = logging.getLogger(__name__)
 
 def main(argv: list[str] | None = None) -> int:
     """Entry point of the ``dataspace`` command."""
+    from dataspace.cli_run import EXIT_BAD_INPUT, EXIT_INCOMPLETE
+
     argv = list(sys.argv[1:] if argv is None else argv)
+    _sigterm_as_interrupt()
+    try:
+        return _main(argv)
+    except KeyboardInterrupt:
+        how = "terminated (SIGTERM)" if _TERMINATED else "interrupted"
+        print(
+            f"{how}; finished attempts are kept: rerun the same command to resume", file=sys.stderr
+        )
+        return EXIT_INCOMPLETE
+    except DataSpaceError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return EXIT_BAD_INPUT
+
+
+_TERMINATED: list[int] = []
+
+
+def _sigterm_as_interrupt() -> None:
+    """SIGTERM raises KeyboardInterrupt in the main thread, exactly as Ctrl-C does."""
+    import signal
+    import threading
+
+    if threading.current_thread() is not threading.main_thread():
+        return
+
+    def handler(signum: int, _frame: object) -> None:
+        _TERMINATED.append(signum)
+        raise KeyboardInterrupt
+
+    signal.signal(signal.SIGTERM, handler)
+
+
+def _main(argv: list[str]) -> int:
     if argv and argv[0] in _PASSTHROUGH:
         # These subcommands own their flags (``eval`` is the official evaluator's CLI).
         logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
@@ -40,19 +74,20 @@ def main(argv: list[str] | None = None) -> int:
     if args.command is None:
         parser.print_help()
         return 2
-    try:
-        return int(args.func(args) or 0)
-    except DataSpaceError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 2
-    except KeyboardInterrupt:
-        print("interrupted; rerun the same command to resume", file=sys.stderr)
-        return 130
+    return int(args.func(args) or 0)
 
 
 def _parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="dataspace", description=__doc__.splitlines()[0])
+    from dataspace.cli_run import EXIT_CODES_HELP
+
+    p = argparse.ArgumentParser(
+        prog="dataspace",
+        description=__doc__.splitlines()[0],
+        epilog=EXIT_CODES_HELP,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     p.add_argument("-v", "--verbose", action="store_true", help="debug logging")
+    p.add_argument("--version", action="version", version=f"dataspace {_version()}")
     sub = p.add_subparsers(dest="command")
 
     d = sub.add_parser("demo", help="build the bundled mini benchmark, run gold, score, report")
@@ -60,10 +95,24 @@ def _parser() -> argparse.ArgumentParser:
     d.add_argument("--concurrency", type=int, default=2, help="attempts at once (default 2)")
     d.set_defaults(func=_cmd_demo)
 
-    r = sub.add_parser("run", help="run (or resume) a run spec")
+    r = sub.add_parser(
+        "run",
+        help="run (or resume) a run spec",
+        epilog=EXIT_CODES_HELP,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     r.add_argument("spec", help="run spec (YAML or JSON)")
     r.add_argument("--concurrency", type=int, help="override the spec's concurrency")
+    r.add_argument(
+        "--release-cache",
+        help="where a release given as a store URI is synced (default: $DATASPACE_RELEASE_CACHE "
+        "or ~/.cache/dataspace/releases)",
+    )
     r.set_defaults(func=_cmd_run)
+
+    from dataspace.cli_doctor import add_commands
+
+    add_commands(sub)
 
     v = sub.add_parser("validate", help="check a release folder (tasks, configs, gold)")
     v.add_argument("release")
@@ -159,25 +208,42 @@ _PASSTHROUGH: dict[str, Callable[[list[str]], int]] = {
 
 
 def _cmd_run(args: argparse.Namespace) -> int:
-    import dataclasses
+    import time
 
+    from dataspace.cli_run import exit_code, live_status, print_outcome
+    from dataspace.runs.controller import execute_run
+    from dataspace.runs.resolve import Overrides, resolve_spec
     from dataspace.runs.spec import load_spec
 
-    spec = load_spec(args.spec)
-    if args.concurrency:
-        spec = dataclasses.replace(spec, concurrency=args.concurrency)
-    outcome = _execute_with_progress(spec)
-    _print_outcome(outcome)
-    return 0
+    t0 = time.monotonic()
+    spec = resolve_spec(
+        load_spec(args.spec),
+        Overrides(concurrency=args.concurrency),
+        release_cache=args.release_cache,
+    )
+    with live_status(f"run {spec.run_id}") as progress:
+        outcome = execute_run(spec, progress=progress)
+    print_outcome(outcome, started=t0)
+    return exit_code(outcome)
+
+
+def _version() -> str:
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("dataspace")
+    except PackageNotFoundError:
+        return "unknown"
 
 
 def _cmd_demo(args: argparse.Namespace) -> int:
     import time
 
+    from dataspace.cli_run import live_status, print_outcome
     from dataspace.demo import run_demo
 
     t0 = time.monotonic()
-    with _progress_bar("run demo") as progress:
+    with live_status("run demo") as progress:
 
         def build_progress(done: int, total: int, _result: Any) -> None:
             progress({"event": "build", "done": done, "total": total})
@@ -194,7 +260,7 @@ def _cmd_demo(args: argparse.Namespace) -> int:
         f"({len(rep.rejected)} items rejected; see "
         f"{outcome.release_dir.parent / 'build_report.json'}) in {outcome.build_seconds:.1f} s"
     )
-    _print_outcome(outcome.run)
+    print_outcome(outcome.run)
     print(f"total demo time {time.monotonic() - t0:.1f} s")
     if not outcome.ok:
         print(
@@ -211,72 +277,6 @@ def _cmd_demo(args: argparse.Namespace) -> int:
             )
         return 1
     return 0
-
-
-# ---- helpers ----------------------------------------------------------------------------------
-
-
-@contextlib.contextmanager
-def _progress_bar(label: str) -> Iterator[Callable[[dict[str, Any]], None]]:
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TimeElapsedColumn
-
-    os.environ.setdefault("RAY_DEDUP_LOGS", "0")
-    with Progress(
-        "[progress.description]{task.description}",
-        BarColumn(),
-        MofNCompleteColumn(),
-        TimeElapsedColumn(),
-        transient=False,
-    ) as bar:
-        handle: dict[str, Any] = {}
-
-        def progress(ev: dict[str, Any]) -> None:
-            if ev.get("event") == "build":
-                if "build" not in handle:
-                    handle["build"] = bar.add_task("build release", total=ev["total"])
-                bar.update(handle["build"], completed=ev["done"], total=ev["total"])
-            elif ev.get("event") == "plan":
-                handle["id"] = bar.add_task(label, total=ev["total"], completed=ev["done"])
-            elif "id" in handle:
-                bar.advance(handle["id"])
-
-        yield progress
-
-
-def _execute_with_progress(spec: Any) -> Any:
-    from dataspace.runs.controller import execute_run
-
-    with _progress_bar(f"run {spec.run_id}") as progress:
-        return execute_run(spec, progress=progress)
-
-
-def _print_outcome(outcome: Any) -> None:
-    from dataspace.report import write_basic_report
-    from dataspace.runs.layout import RunLayout
-    from dataspace.store import open_store
-
-    store = open_store(outcome.store_uri)
-    layout = RunLayout(run_id=outcome.run_id)
-    paths = write_basic_report(store, layout.prefix, outcome.summary)
-    print(
-        f"attempts: {len(outcome.rows)} ({outcome.executed} run now, {outcome.skipped} "
-        f"already finished); infrastructure faults retried: {len(outcome.infra_failures)}"
-    )
-    if "tasks" in outcome.summary:
-        from dataspace.release import describe_counts
-
-        s = outcome.summary
-        n_skip = sum(1 for r in outcome.rows if r["status"] == "skipped")
-        skip = f"; {n_skip} oracle attempts skipped (no gold to submit)" if n_skip else ""
-        print(f"tasks: {describe_counts(s['scored_tasks'], s['tasks'])}{skip}")
-    for name, a in outcome.summary["agents"].items():
-        acc = "-" if a["accuracy"] is None else f"{100 * a['accuracy']:.2f}%"
-        print(
-            f"  {name}: accuracy {acc} ({a['passed']}/{a['scored']}), statuses {a['status_counts']}"
-        )
-    print(f"results: {store.url_for(layout.key('results.parquet'))}")
-    for p in paths:
-        print(f"report:  {p}")
 
 
 if __name__ == "__main__":

@@ -12,7 +12,6 @@ some could not be run (infrastructure failures past retries), 2 on a configurati
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import logging
 import os
 import sys
@@ -88,52 +87,29 @@ def parse_args(argv: list[str] | None = None) -> RunJobConfig:
 
 def resolve_spec(cfg: RunJobConfig) -> Any:
     """The run spec with the job's overrides applied (a store-URI release synced locally)."""
+    from dataspace.runs.resolve import Overrides, resolve_spec
     from dataspace.runs.spec import load_spec
-    from dataspace.sandbox._k8s_staging import WorkspaceCache
 
-    spec = load_spec(cfg.spec)
-    changes: dict[str, Any] = {}
-    if cfg.store:
-        changes["store"] = cfg.store
-    release = cfg.release or spec.release
-    if "://" in release and not release.startswith("file://"):
-        synced = WorkspaceCache(cfg.release_cache).fetch(release)
-        logger.info(
-            "release %s synced to %s (%d bytes fetched)", release, synced.path, synced.fetched_bytes
-        )
-        release = str(synced.path)
-    elif release.startswith("file://"):
-        from dataspace.store.uris import file_uri_path
-
-        release = str(file_uri_path(release))
-    changes["release"] = release
-    if cfg.ray_address:
-        changes["ray_address"] = cfg.ray_address
-    if cfg.concurrency:
-        changes["concurrency"] = cfg.concurrency
-    sandbox = spec.sandbox
-    if cfg.sandbox_backend or cfg.sandbox_image or cfg.sandbox_options:
-        sandbox = dataclasses.replace(
-            sandbox,
-            backend=cfg.sandbox_backend or sandbox.backend,
-            image=cfg.sandbox_image or sandbox.image,
-            options={**dict(sandbox.options), **cfg.sandbox_options},
-        )
-        changes["sandbox"] = sandbox
-    return dataclasses.replace(spec, **changes)
+    return resolve_spec(
+        load_spec(cfg.spec),
+        Overrides(
+            store=cfg.store,
+            release=cfg.release,
+            ray_address=cfg.ray_address,
+            concurrency=cfg.concurrency,
+            sandbox_backend=cfg.sandbox_backend,
+            sandbox_image=cfg.sandbox_image,
+            sandbox_options=cfg.sandbox_options,
+        ),
+        release_cache=cfg.release_cache,
+    )
 
 
 def connect_ray(spec: Any) -> None:
     """Join the job's cluster (or ``ray.address``); start a local Ray only as a last resort."""
-    import ray
+    from dataspace.runs.ray_start import connect_ray as connect
 
-    if ray.is_initialized():
-        return
-    address = spec.ray_address or os.environ.get("RAY_ADDRESS")
-    if address:
-        ray.init(address=address, log_to_driver=False)
-    else:
-        ray.init(num_cpus=max(1, spec.concurrency), include_dashboard=False, log_to_driver=False)
+    connect(address=spec.ray_address, num_cpus=spec.concurrency)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -149,7 +125,27 @@ def main(argv: list[str] | None = None) -> int:
         done = [0]
 
         def progress(event: dict[str, Any]) -> None:
-            if event.get("event") == "plan":
+            kind = event.get("event")
+            if kind == "infra":
+                print(
+                    f"  {event['agent']}/{event['task_id']}/{event['attempt']}: infrastructure "
+                    f"failure ({event['code']}): {event['error']}",
+                    flush=True,
+                )
+                return
+            if kind == "agent_stopped":
+                print(
+                    f"  agent {event['agent']} stopped after {event['failures']} "
+                    f"infrastructure failures in a row ({event['code']}): {event['error']}",
+                    flush=True,
+                )
+                return
+            if kind == "preflight":
+                print(f"  preflight {event['check'].line()}", flush=True)
+                return
+            if kind is not None and kind != "plan":
+                return
+            if kind == "plan":
                 print(
                     f"run {spec.run_id}: {event['total']} attempts, {event['done']} already "
                     f"finished, {event['pending']} to run",
@@ -201,10 +197,8 @@ def report(outcome: Any, swept: int) -> int:
         print(f"  infrastructure failures retried: {len(outcome.infra_failures)}")
     if swept:
         print(f"  leftover sandbox pods deleted: {swept}")
-    unfinished = [
-        r for r in outcome.rows if r["status"] in ("infrastructure_error", "not_scheduled")
-    ]
-    if unfinished:
+    unfinished = outcome.unfinished
+    if unfinished or outcome.interrupted:
         print(
             f"  {len(unfinished)} attempts have no result; submit the job again to retry them",
             file=sys.stderr,

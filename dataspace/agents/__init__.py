@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import importlib
+import shutil
+from dataclasses import dataclass
 
 from dataspace.agents.base import (
     END_STATES,
@@ -37,6 +39,55 @@ def harness_names() -> list[str]:
     return sorted(_HARNESSES)
 
 
+@dataclass(frozen=True, kw_only=True)
+class HarnessInfo:
+    """One registered harness: its version and whether it can run here."""
+
+    name: str
+    version: str | None
+    installed: bool
+    missing: str | None = None
+
+
+def harness_info() -> list[HarnessInfo]:
+    """Every registered harness with its version and installed state.
+
+    A harness is installed when its module imports and the native binary it names (class
+    attribute ``binary``) is on PATH; its version is the class attribute ``version``, else
+    that of the package it wraps (``package``), else the project's.
+    """
+    from importlib.metadata import PackageNotFoundError, version
+
+    from dataspace.agents.native.install import PINS as native_pins
+    from dataspace.agents.native.install import harness_state
+
+    out = []
+    for name in harness_names():
+        module_name, cls_name = _HARNESSES[name].split(":")
+        try:
+            cls = getattr(importlib.import_module(module_name), cls_name)
+        except ImportError as exc:
+            out.append(HarnessInfo(name=name, version=None, installed=False, missing=exc.name))
+            continue
+        ver = getattr(cls, "version", None)
+        package = getattr(cls, "package", None)
+        missing = None
+        if ver is None:
+            try:
+                ver = version(package or "dataspace")
+            except PackageNotFoundError:
+                missing = f"package {package}"
+        binary = getattr(cls, "binary", None)
+        if binary and shutil.which(binary) is None:
+            missing = f"{binary} not on PATH"
+        if name in native_pins:
+            state = harness_state(name)
+            ver = state.installed or state.pinned
+            missing = None if state.ready else f"{state.problem}; {state.fix}"
+        out.append(HarnessInfo(name=name, version=ver, installed=missing is None, missing=missing))
+    return out
+
+
 def get_agent(harness: str, **settings: object) -> Agent:
     """Instantiate the harness named ``harness`` with its settings."""
     try:
@@ -64,9 +115,11 @@ __all__ = [
     "AgentLimits",
     "AgentResult",
     "EventLog",
+    "HarnessInfo",
     "PredictionSnapshot",
     "Usage",
     "get_agent",
+    "harness_info",
     "harness_names",
     "register_harness",
 ]

@@ -32,8 +32,8 @@ from __future__ import annotations
 
 import json
 import logging
-import os
 import random
+import socket
 import threading
 import time
 import uuid
@@ -71,6 +71,8 @@ class RetryPolicy:
 
     Attributes:
         max_retries: retries after the first try (0 disables them).
+        max_connect_retries: retries when no connection can be made at all (refused, no
+            route, DNS): a dead endpoint is reported in seconds, not minutes.
         initial_backoff: the first delay cap in seconds (doubles per retry).
         max_backoff: the largest backoff delay in seconds.
         max_retry_after: the largest ``Retry-After`` honoured, in seconds.
@@ -82,6 +84,7 @@ class RetryPolicy:
     """
 
     max_retries: int = 10
+    max_connect_retries: int = 3
     initial_backoff: float = 1.0
     max_backoff: float = 60.0
     max_retry_after: float = 600.0
@@ -145,7 +148,7 @@ class RetryPolicy:
             if k in ("retry_malformed", "retry_any_5xx", "exhausted_is_agent_error"):
                 kw[k] = bool(v)
             else:
-                kw[k] = int(v) if k == "max_retries" else float(v)
+                kw[k] = int(v) if k in ("max_retries", "max_connect_retries") else float(v)
         return cls(**kw)
 
 
@@ -349,7 +352,9 @@ class MeteredClient:
         self.max_output_tokens = max_output_tokens
         self.temperature = temperature
         self.extra_body = dict(extra_body or {})
-        self.request_timeout = float(request_timeout)
+        read = getattr(model, "read_timeout", None)
+        self.request_timeout = float(read if read is not None else request_timeout)
+        self.connect_timeout = float(getattr(model, "connect_timeout", 10.0) or 10.0)
         self.retry = retry or RetryPolicy()
         self.timeout_is_deadline = timeout_is_deadline
         self.events = events
@@ -404,6 +409,7 @@ class MeteredClient:
         The relay uses this to forward a harness's request body as it is.
         """
         retries = 0
+        connect_failures = 0
         retry_seconds = 0.0
         queue_seconds = 0.0
         while True:
@@ -431,6 +437,7 @@ class MeteredClient:
                 failure = f"timeout after {timeout:.0f} s"
             except _Connection as exc:
                 failure = f"connection error: {exc}"
+                connect_failures += 1 if exc.connect else 0
             else:
                 if 200 <= status < 300:
                     try:
@@ -461,6 +468,13 @@ class MeteredClient:
                 self.limiter.release(lease)
             elapsed = time.monotonic() - t0
             retries += 1
+            if connect_failures > self.retry.max_connect_retries:
+                self._add_failed(retries - 1, retry_seconds + elapsed, queue_seconds)
+                raise InfrastructureError(
+                    f"model endpoint {self.model.base_url or 'default'} cannot be reached "
+                    f"({connect_failures} tries): {failure} (check base_url and the network)",
+                    code="model_endpoint",
+                )
             if retries > self.retry.max_retries:
                 self._add_failed(retries - 1, retry_seconds + elapsed, queue_seconds)
                 if self.retry.exhausted_is_agent_error:
@@ -507,7 +521,10 @@ class MeteredClient:
                 "/chat/completions",
                 body=dict(body),
                 cast_to=_response_type(),
-                options={"timeout": timeout, "max_retries": 0},
+                options={
+                    "timeout": openai.Timeout(timeout, connect=min(timeout, self.connect_timeout)),
+                    "max_retries": 0,
+                },
             )
             return int(resp.status_code), dict(resp.headers), resp.content
         except openai.APITimeoutError as exc:
@@ -516,7 +533,7 @@ class MeteredClient:
             r = exc.response
             return int(r.status_code), dict(r.headers), r.content
         except openai.APIConnectionError as exc:
-            raise _Connection(str(exc.__cause__ or exc)) from exc
+            raise _Connection(str(exc.__cause__ or exc), connect=_no_connection(exc)) from exc
 
     def _record(
         self,
@@ -581,7 +598,24 @@ class _Timeout(Exception):
 
 
 class _Connection(Exception):
-    pass
+    def __init__(self, message: str, *, connect: bool) -> None:
+        self.connect = connect  # True: no connection was made at all
+        super().__init__(message)
+
+
+def _no_connection(exc: BaseException) -> bool:
+    """True when the request failed before any connection existed (refused, DNS, route)."""
+    seen: BaseException | None = exc
+    for _ in range(8):
+        if seen is None:
+            return False
+        if isinstance(seen, ConnectionRefusedError | socket.gaierror) or type(seen).__name__ in (
+            "ConnectError",
+            "ConnectTimeout",
+        ):
+            return True
+        seen = seen.__cause__ or seen.__context__
+    return False
 
 
 def _snippet(content: bytes, n: int = 300) -> str:
@@ -604,7 +638,9 @@ def _read_key(model: Any) -> str:
     env = getattr(model, "key_env", None)
     if not env:
         return "unused"  # local endpoints (e.g. a vLLM server) often need no key
-    key = os.environ.get(env)
+    from dataspace.llm.keys import lookup_key
+
+    key = lookup_key(env)
     if not key:
         raise InfrastructureError(
             f"model {model.id!r}: environment variable {env} (its key_env) is not set in the "

@@ -358,14 +358,37 @@ def _compute(
     return data, figures, notes
 
 
+def _summary_notes(run: RunData) -> list[str]:
+    """What a run's summary says about its state: in progress, stopped, failures by cause."""
+    s = run.summary or {}
+    out: list[str] = []
+    if s.get("partial"):
+        how = "was interrupted" if s.get("interrupted") else "is in progress"
+        out.append(
+            f"Run {run.run_id} {how}: partial results ({s.get('finished', '?')} of "
+            f"{s.get('attempts', '?')} attempts finished); rerun the report when it ends."
+        )
+    if s.get("stopped_for_spend_limit"):
+        out.append(f"Run {run.run_id} stopped at its spend limit (${s.get('spend_limit_usd')}).")
+    for name, a in (s.get("agents") or {}).items():
+        if isinstance(a, dict) and a.get("stopped"):
+            out.append(f"Run {run.run_id}: agent {name} was stopped: {a['stopped']}.")
+    for c in s.get("infra_by_cause") or []:
+        out.append(
+            f"Run {run.run_id}: infrastructure failures of {c['agent']}: {c['code']} "
+            f"x{c['tries']} ({c['attempts']} attempts): {str(c['error'])[:200]}"
+        )
+    return out
+
+
 def _notes(
     runs: Sequence[RunData], df: Any, rel: ReleaseMetadata | None, release: str | None
 ) -> list[str]:
     from dataspace.report.tables import INFRA_STATUS, NOT_SCHEDULED
 
-    notes: list[str] = []
+    notes: list[str] = [n for r in runs for n in _summary_notes(r)]
     if df.empty:
-        return ["The runs hold no attempts."]
+        return [*notes, "The runs hold no attempts."]
     for r in runs:
         notes.append(f"Run {r.run_id}: {_describe_tasks(df[df['run_id'] == r.run_id])}.")
     if rel is not None:

@@ -109,7 +109,7 @@ def is_missing(value: Any) -> bool:
     >>> is_missing(float("nan")), is_missing(0), is_missing(pd.NA)
     (True, False, True)
     """
-    if value is None:
+    if value is None or type(value).__name__ == "NAType":  # pd.NA: bool(pd.NA) raises
         return True
     try:
         return bool(value != value)  # NaN compares unequal to itself

@@ -24,12 +24,13 @@ from collections.abc import Mapping, Sequence
 from typing import Any, NamedTuple
 
 from dataspace.report.characteristics import CHARACTERISTICS, Grouping
+from dataspace.runs.status import AttemptStatus
 
 logger = logging.getLogger(__name__)
 
-INFRA_STATUS = "infrastructure_error"
-NOT_SCHEDULED = "not_scheduled"
-SKIPPED = "skipped"  # an oracle on a task without gold: never run
+INFRA_STATUS = AttemptStatus.INFRASTRUCTURE_ERROR.value
+NOT_SCHEDULED = AttemptStatus.NOT_SCHEDULED.value
+SKIPPED = AttemptStatus.SKIPPED.value  # an oracle on a task without gold: never run
 NO_OUTCOME = (INFRA_STATUS, NOT_SCHEDULED, SKIPPED)
 PHASE_COLUMNS = ("queue", "staging", "sandbox_start", "agent", "collect", "evaluation", "upload")
 TOKEN_KINDS = ("input", "cached_input", "output", "reasoning")

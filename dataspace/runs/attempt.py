@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from dataspace.errors import InfrastructureError, SandboxError, StoreError
+from dataspace.runs.keys import attempt_keys
 from dataspace.runs.layout import RunLayout
 from dataspace.runs.spec import AgentSpec, LimitsSpec, SandboxConfig
 from dataspace.traces import TRACE_SCHEMA
@@ -48,6 +49,7 @@ class AttemptRequest:
     try_index: int = 0
     prior_failures: tuple[Mapping[str, Any], ...] = field(default_factory=tuple)
     protocol: str = "official"
+    key_holder: Any = None  # the controller's KeyHolder actor (dataspace.runs.keys), if any
 
 
 def run_attempt(req: AttemptRequest) -> dict[str, Any]:
@@ -150,8 +152,10 @@ def run_attempt(req: AttemptRequest) -> dict[str, Any]:
             settings=settings,
             relay_dir=relay_dir,
         )
+        key_env = req.agent.model.key_env if req.agent.model else None
         try:
-            result = agent.run(ctx)
+            with attempt_keys(req.key_holder, [key_env] if key_env else []):
+                result = agent.run(ctx)
         except InfrastructureError:
             raise
         except SandboxError as exc:

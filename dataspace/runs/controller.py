@@ -1,16 +1,30 @@
-"""The run controller: plan attempts, fan them out with Ray, resume, retry faults, summarize.
+"""The run controller: plan attempts, preflight, fan them out with Ray, resume, summarize.
 
-Identity and resume: the spec's identity (what decides results) is fingerprinted and stored
-in ``spec.json``; the same command run again skips every attempt whose ``result.json``
-exists, and a changed spec under the same run id is refused with the list of changed
-fields. Each attempt has a content key (task, agent, harness, model, limits, runtime,
-attempt number).
+Identity and resume: the spec's identity (what decides results, ``RunSpec.identity``) is
+fingerprinted and stored in ``spec.json``; the same command run again skips every attempt
+whose ``result.json`` exists, and a changed spec under the same run id is refused with the
+full path of every changed field. Each attempt has a content key (task, agent, harness,
+model id and endpoint, settings, limits, runtime, attempt number).
+
+Order: the spec is checked against the recorded one (read only), then preflight runs
+(``dataspace.runs.preflight``) when attempts are pending; only then is the spec recorded
+and Ray started, so a bad spec leaves nothing behind.
 
 Faults: a worker that dies (kill -9, node lost, out of memory) or an attempt that raises
 ``InfrastructureError`` is recorded under ``infra/try_<k>.json`` and resubmitted, up to
 ``max_infra_retries``; the final row says how many times it was retried. An attempt that
 exhausts its retries has no ``result.json`` (a rerun tries it again) and appears in the
-results as ``infrastructure_error``. Agent outcomes are final.
+results as ``infrastructure_error``. Agent outcomes are final. After ``fail_fast_after``
+infrastructure failures of one agent in a row (``InfrastructureError``: its model endpoint,
+key or sandbox; not a lost Ray worker; no attempt of it finishing in between), that
+agent is stopped: nothing more of it is scheduled, its cause is reported once, and its
+remaining attempts stay unfinished so a rerun resumes them.
+
+Live status: ``results.parquet`` and ``summary.json`` are rewritten (atomically) every
+``status_interval`` seconds while the run goes on, marked ``partial``; the final write is
+not partial unless the run was interrupted. The summary's wall time adds up every
+invocation of the run. Costs are recomputed from tokens with the prices of the latest
+invocation, which the summary shows.
 
 Unscored tasks (input only, no gold or config: the official release has 350 of them) are
 run like every other task and their rows say ``scored: false`` with no verdict. An agent
@@ -22,23 +36,25 @@ from __future__ import annotations
 
 import json
 import logging
-import os
 import time
 from collections.abc import Callable, Iterator
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from typing import Any
 
 from dataspace.errors import ConfigError, InfrastructureError, NotFoundError, SpecChangedError
 from dataspace.release import Release
 from dataspace.runs.attempt import AttemptRequest, infra_record, run_attempt
+from dataspace.runs.keys import controller_keys, start_key_holder, stop_key_holder
 from dataspace.runs.layout import RunLayout
-from dataspace.runs.spec import RunSpec, diff_identity, fingerprint
+from dataspace.runs.spec import RunSpec, agent_identity, diff_identity, fingerprint
+from dataspace.runs.status import UNFINISHED_STATUSES, AttemptStatus
 
 logger = logging.getLogger(__name__)
 
 ProgressFn = Callable[[dict[str, Any]], None]
-
-SKIPPED = "skipped"  # status of an oracle attempt on a task without gold (never run)
+UNFINISHED = UNFINISHED_STATUSES
+STATUS_INTERVAL = 5.0
+SKIPPED = AttemptStatus.SKIPPED.value  # an oracle attempt on a task without gold (never run)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -54,7 +70,14 @@ class PlannedAttempt:
 
 @dataclass(kw_only=True)
 class RunOutcome:
-    """What ``execute_run`` returns."""
+    """What ``execute_run`` returns.
+
+    Attributes:
+        stopped_agents: agent name -> the cause it was stopped for (fail fast).
+        stopped_for_spend: the spend limit stopped scheduling.
+        interrupted: Ctrl-C or SIGTERM ended the run early.
+        preflight: the preflight report (None when nothing was pending).
+    """
 
     run_id: str
     store_uri: str
@@ -63,6 +86,20 @@ class RunOutcome:
     skipped: int = 0
     executed: int = 0
     infra_failures: list[dict[str, Any]] = field(default_factory=list)
+    stopped_agents: dict[str, str] = field(default_factory=dict)
+    stopped_for_spend: bool = False
+    interrupted: bool = False
+    preflight: Any = None
+
+    @property
+    def unfinished(self) -> list[dict[str, Any]]:
+        """Rows without an agent outcome (infrastructure error or never scheduled)."""
+        return [r for r in self.rows if r["status"] in UNFINISHED]
+
+    @property
+    def complete(self) -> bool:
+        """True when every planned attempt finished with an agent outcome."""
+        return not self.unfinished and not self.interrupted
 
 
 def plan_attempts(
@@ -81,15 +118,13 @@ def plan_attempts(
         oracle_agents: names of agents that submit the gold answer; their attempts on
             unscored tasks are planned with a ``skip`` reason and never run.
     """
+    from dataclasses import asdict
+
     out = []
     runtime = asdict(spec.sandbox)
     limits = asdict(spec.limits)
     for agent in spec.agents:
-        agent_id = {
-            "harness": agent.harness,
-            "settings": dict(agent.settings),
-            "model": asdict(agent.model) if agent.model else None,
-        }
+        agent_id = agent_identity(agent)  # with its name: two agents may differ only by it
         for task_id in task_ids:
             for n in range(1, spec.attempts + 1):
                 key = fingerprint(
@@ -111,18 +146,37 @@ def plan_attempts(
 
 
 def execute_run(
-    spec: RunSpec, *, progress: ProgressFn | None = None, ray_init: dict[str, Any] | None = None
+    spec: RunSpec,
+    *,
+    progress: ProgressFn | None = None,
+    ray_init: dict[str, Any] | None = None,
+    preflight: bool = True,
+    status_interval: float = STATUS_INTERVAL,
 ) -> RunOutcome:
     """Run (or resume) every attempt of ``spec`` and write results and summary.
 
     Args:
-        spec: a validated run spec.
-        progress: called with each finished row (and with ``{"event": "plan", ...}`` first).
+        spec: a validated, resolved run spec (a local release folder).
+        progress: called with each finished row and with events (``{"event": "plan"}``
+            first, then ``preflight``, ``started``, ``infra``, ``agent_stopped``,
+            ``spend_limit``, ``status``).
         ray_init: extra keyword arguments for ``ray.init`` when Ray is not yet running.
+        preflight: run the preflight checks before anything is recorded.
+        status_interval: seconds between rewrites of the partial results.
+
+    Raises:
+        ConfigError: bad spec, changed spec (``SpecChangedError``) or failed preflight
+            (``PreflightError``); nothing was recorded.
     """
     from dataspace.store import open_store
 
     t0 = time.time()
+    emit = progress or (lambda _ev: None)
+    if "://" in spec.release and not spec.release.startswith("file://"):
+        raise ConfigError(
+            f"release {spec.release!r} is a store URI: resolve the spec first "
+            "(dataspace.runs.resolve.resolve_spec syncs it to a local folder)"
+        )
     store = open_store(spec.store)
     layout = RunLayout(run_id=spec.run_id)
     release = Release(spec.release)
@@ -136,9 +190,12 @@ def execute_run(
     else:
         task_ids = all_ids
     check_agents(spec)
+    from dataspace.runs.preflight import check_backend_name
+
+    check_backend_name(spec)  # a typo is named as such, not as a changed spec
     identity = spec.identity(release.fingerprint())
     identity["runtime"] = _runtime_identity(spec)
-    _claim_run(store, layout, spec, identity)
+    recorded = _check_recorded(store, layout, spec, identity)
 
     counts = release.counts(task_ids)
     plan = plan_attempts(
@@ -148,17 +205,9 @@ def execute_run(
         oracle_agents=_oracle_agents(spec),
     )
     skipped = {p.key: _skipped_row(spec, p, release) for p in plan if p.skip}
-    finished = _finished_rows(store, layout, [p for p in plan if not p.skip])
+    finished, failures = _load_state(store, layout, [p for p in plan if not p.skip])
     pending = [p for p in plan if p.key not in finished and p.key not in skipped]
-    if progress:
-        progress(
-            {
-                "event": "plan",
-                "total": len(plan),
-                "done": len(finished) + len(skipped),
-                "pending": len(pending),
-            }
-        )
+    emit(_plan_event(spec, plan, {**finished, **skipped}))
     logger.info(
         "run %s: %d attempts, %d finished, %d skipped, %d to run; %s",
         spec.run_id,
@@ -168,33 +217,54 @@ def execute_run(
         len(pending),
         counts.describe(),
     )
+    report = None
+    if pending and preflight:
+        from dataspace.runs.preflight import check_spec
 
-    rows = {**finished, **skipped}
-    infra: list[dict[str, Any]] = []
-    spend = sum(float(r.get("cost_usd") or 0.0) for r in rows.values())
-    stopped_for_spend = False
-    if pending:
-        stopped_for_spend = _fan_out(
-            spec, store, layout, release, pending, rows, infra, spend, progress, ray_init or {}
+        report = check_spec(
+            spec,
+            check_release=False,
+            on_check=lambda c: emit({"event": "preflight", "check": c}),
         )
-    all_rows = [rows.get(p.key) or _unfinished_row(spec, store, layout, p, release) for p in plan]
-    summary = summarize(
-        spec,
-        all_rows,
-        wall_seconds=time.time() - t0,
-        stopped_for_spend=stopped_for_spend,
+        report.raise_for_problems(f"run {spec.run_id}")
+    if not recorded:
+        _record_spec(store, layout, spec, identity)
+
+    run = _Run(
+        spec=spec,
+        store=store,
+        layout=layout,
+        release=release,
+        plan=plan,
+        rows={**finished, **skipped},
+        failures=failures,
+        emit=emit,
+        invocations=_prior_invocations(store, layout),
+        t0=t0,
+        status_interval=status_interval,
+        preflight_cost=report.cost_usd if report else 0.0,
         scored_tasks=len(counts.scored),
         tasks=len(counts.tasks),
     )
-    write_results(store, layout, all_rows, summary)
+    try:
+        if pending:
+            run.fan_out(pending, ray_init or {})
+    except KeyboardInterrupt:
+        run.interrupted = True
+        logger.warning("run %s interrupted; finished attempts are kept", spec.run_id)
+    all_rows, summary = run.write(partial=run.interrupted)
     return RunOutcome(
         run_id=spec.run_id,
         store_uri=spec.store,
         rows=all_rows,
         summary=summary,
         skipped=len(finished),
-        executed=len(pending),
-        infra_failures=infra,
+        executed=run.executed,
+        infra_failures=run.new_failures,
+        stopped_agents=dict(run.stopped),
+        stopped_for_spend=run.stopped_for_spend,
+        interrupted=run.interrupted,
+        preflight=report,
     )
 
 
@@ -218,14 +288,14 @@ def check_agents(spec: RunSpec) -> None:
     """
     from dataspace.agents import get_agent
 
-    for a in spec.agents:
+    for i, a in enumerate(spec.agents):
         try:
             agent = get_agent(a.harness)
             check = getattr(type(agent), "check_settings", None)
             if check is not None:
                 check(dict(a.settings), has_model=a.model is not None)
         except ConfigError as exc:
-            raise ConfigError(f"agent {a.name!r}: {exc}") from None
+            raise ConfigError(f"agents[{i}] (agent {a.name!r}): {exc}") from None
 
 
 def _oracle_agents(spec: RunSpec) -> frozenset[str]:
@@ -235,210 +305,6 @@ def _oracle_agents(spec: RunSpec) -> frozenset[str]:
     return frozenset(
         a.name for a in spec.agents if getattr(get_agent(a.harness), "needs_oracle", False)
     )
-
-
-def _claim_run(store: Any, layout: RunLayout, spec: RunSpec, identity: dict[str, Any]) -> None:
-    fp = fingerprint(identity)
-    key = layout.key("spec.json")
-    try:
-        old = json.loads(store.get_bytes(key))
-    except NotFoundError:
-        doc = {
-            "schema_version": "1.0",
-            "fingerprint": fp,
-            "identity": identity,
-            "spec": spec.to_dict(),
-            "created_at": time.time(),
-        }
-        store.put_bytes(key, json.dumps(doc, indent=1, default=list).encode(), overwrite=False)
-        return
-    if old.get("fingerprint") != fp:
-        changed = diff_identity(old.get("identity", {}), identity)
-        raise SpecChangedError(
-            f"run {spec.run_id!r} in {store.url_for(key)} was made with a different spec "
-            f"(changed: {', '.join(changed) or 'fingerprint'}); use a new run_id or restore "
-            "the original spec"
-        )
-
-
-def _finished_rows(
-    store: Any, layout: RunLayout, plan: list[PlannedAttempt]
-) -> dict[str, dict[str, Any]]:
-    wanted = {f"{layout.attempt(p.agent, p.task_id, p.attempt)}/result.json": p for p in plan}
-    out: dict[str, dict[str, Any]] = {}
-    for key in store.list(f"{layout.prefix}/attempts/"):
-        p = wanted.get(key)
-        if p is None:
-            continue
-        row = json.loads(store.get_bytes(key))
-        if row.get("key") == p.key:
-            out[p.key] = row
-    return out
-
-
-def _prior_failures(store: Any, layout: RunLayout, p: PlannedAttempt) -> list[dict[str, Any]]:
-    prefix = f"{layout.attempt(p.agent, p.task_id, p.attempt)}/infra/"
-    return [json.loads(store.get_bytes(k)) for k in store.list(prefix)]
-
-
-def _fan_out(
-    spec: RunSpec,
-    store: Any,
-    layout: RunLayout,
-    release: Release,
-    pending: list[PlannedAttempt],
-    rows: dict[str, dict[str, Any]],
-    infra: list[dict[str, Any]],
-    spend: float,
-    progress: ProgressFn | None,
-    ray_init: dict[str, Any],
-) -> bool:
-    import ray
-    from ray.exceptions import RayError, RayTaskError
-
-    if not ray.is_initialized():
-        kwargs: dict[str, Any] = {
-            "include_dashboard": False,
-            "log_to_driver": False,
-            "configure_logging": False,
-        }
-        if spec.ray_address:
-            kwargs["address"] = spec.ray_address
-        else:
-            kwargs["num_cpus"] = max(spec.concurrency, 1)
-        kwargs.update(ray_init)
-        ray.init(**kwargs)
-    remote = ray.remote(num_cpus=1, max_retries=0)(run_attempt)
-    keys = _model_keys(spec)
-    if keys:
-        # Workers may predate the key being exported (a Ray instance that was already
-        # running): hand the controller's keys to the attempt workers explicitly.
-        remote = remote.options(runtime_env={"env_vars": keys})
-    agents = {a.name: a for a in spec.agents}
-    queue: Iterator[PlannedAttempt] = iter(pending)
-    in_flight: dict[Any, AttemptRequest] = {}
-    retry: list[AttemptRequest] = []
-    stopped_for_spend = False
-
-    def request_for(p: PlannedAttempt) -> AttemptRequest:
-        prior = _prior_failures(store, layout, p)
-        return AttemptRequest(
-            run_id=spec.run_id,
-            store_uri=spec.store,
-            release_root=str(release.root),
-            agent=agents[p.agent],
-            task_id=p.task_id,
-            attempt=p.attempt,
-            key=p.key,
-            limits=spec.limits,
-            sandbox=spec.sandbox,
-            submitted_at=time.time(),
-            try_index=len(prior),
-            prior_failures=tuple(prior),
-            protocol=spec.protocol,
-        )
-
-    def submit(req: AttemptRequest) -> None:
-        in_flight[remote.remote(req)] = req
-
-    while True:
-        while len(in_flight) < spec.concurrency and not stopped_for_spend:
-            if retry:
-                submit(retry.pop(0))
-                continue
-            p = next(queue, None)
-            if p is None:
-                break
-            if spec.spend_limit_usd is not None and spend >= spec.spend_limit_usd:
-                stopped_for_spend = True
-                logger.warning(
-                    "spend limit %.2f USD reached: no new attempts scheduled", spec.spend_limit_usd
-                )
-                break
-            submit(request_for(p))
-        if not in_flight:
-            break
-        done, _ = ray.wait(list(in_flight), num_returns=1)
-        ref = done[0]
-        req = in_flight.pop(ref)
-        try:
-            row = ray.get(ref)
-        except (RayError, InfrastructureError) as exc:
-            cause = exc.cause if isinstance(exc, RayTaskError) else exc
-            if isinstance(exc, RayTaskError) and not isinstance(cause, InfrastructureError):
-                raise cause from None  # a bug in our code: do not hide it as a fault
-            code = getattr(cause, "code", None) or type(cause).__name__
-            rec = infra_record(req, cause, code=code)
-            k = req.try_index
-            store.put_bytes(
-                layout.infra(req.agent.name, req.task_id, req.attempt, k),
-                json.dumps(rec).encode(),
-                overwrite=False,
-            )
-            infra.append(
-                {"agent": req.agent.name, "task_id": req.task_id, "attempt": req.attempt, **rec}
-            )
-            logger.warning(
-                "attempt %s/%s/%d: infrastructure failure (%s), try %d",
-                req.agent.name,
-                req.task_id,
-                req.attempt,
-                code,
-                k + 1,
-            )
-            if k + 1 <= spec.max_infra_retries:
-                retry.append(
-                    AttemptRequest(
-                        **{
-                            **_fields(req),
-                            "try_index": k + 1,
-                            "prior_failures": (*req.prior_failures, rec),
-                            "submitted_at": time.time(),
-                        }
-                    )
-                )
-            continue
-        rows[req.key] = row
-        spend += float(row.get("cost_usd") or 0.0)
-        if progress:
-            progress(row)
-    return stopped_for_spend
-
-
-def _model_keys(spec: RunSpec) -> dict[str, str]:
-    """The controller's model keys (by their ``key_env`` names) that are set right now."""
-    names = {a.model.key_env for a in spec.agents if a.model is not None and a.model.key_env}
-    return {n: os.environ[n] for n in sorted(names) if os.environ.get(n)}
-
-
-def _fields(req: AttemptRequest) -> dict[str, Any]:
-    return {f: getattr(req, f) for f in req.__dataclass_fields__}
-
-
-def _unfinished_row(
-    spec: RunSpec, store: Any, layout: RunLayout, p: PlannedAttempt, release: Release
-) -> dict[str, Any]:
-    failures = _prior_failures(store, layout, p)
-    agent = next(a for a in spec.agents if a.name == p.agent)
-    status = "infrastructure_error" if failures else "not_scheduled"
-    scored = release.is_scored(p.task_id)
-    return {
-        "run_id": spec.run_id,
-        "key": p.key,
-        "agent": p.agent,
-        "harness": agent.harness,
-        "model": agent.model.id if agent.model else None,
-        "task_id": p.task_id,
-        "attempt": p.attempt,
-        "status": status,
-        "scored": scored,
-        "passed": False if failures and scored else None,
-        "error_code": None,
-        "error": failures[-1]["error"] if failures else "not scheduled",
-        "infra_retries": len(failures),
-        "verdict": None,
-        "task_metadata": release.metadata(p.task_id) or {},
-    }
 
 
 def _skipped_row(spec: RunSpec, p: PlannedAttempt, release: Release) -> dict[str, Any]:
@@ -463,16 +329,415 @@ def _skipped_row(spec: RunSpec, p: PlannedAttempt, release: Release) -> dict[str
     }
 
 
+def _plan_event(
+    spec: RunSpec, plan: list[PlannedAttempt], finished: dict[str, dict[str, Any]]
+) -> dict[str, Any]:
+    agents: dict[str, dict[str, Any]] = {}
+    for a in spec.agents:
+        mine = [p for p in plan if p.agent == a.name]
+        done = [finished[p.key] for p in mine if p.key in finished]
+        agents[a.name] = {
+            "total": len(mine),
+            "done": len(done),
+            "passed": sum(1 for r in done if r.get("passed")),
+            "cost_usd": sum(price_row(spec, r).get("cost_usd") or 0.0 for r in done),
+        }
+    return {
+        "event": "plan",
+        "total": len(plan),
+        "done": len(finished),
+        "pending": len(plan) - len(finished),
+        "agents": agents,
+    }
+
+
+def _check_recorded(store: Any, layout: RunLayout, spec: RunSpec, identity: dict[str, Any]) -> bool:
+    """True when the run's spec is recorded and matches; SpecChangedError when it differs."""
+    key = layout.key("spec.json")
+    try:
+        old = json.loads(store.get_bytes(key))
+    except NotFoundError:
+        return False
+    if old.get("fingerprint") != fingerprint(identity):
+        changed = diff_identity(old.get("identity", {}), identity)
+        raise SpecChangedError(
+            f"run {spec.run_id!r} in {store.url_for(key)} was made with a different spec "
+            f"(changed: {', '.join(changed) or 'fingerprint'}); use a new run_id or restore "
+            "the original values"
+        )
+    return True
+
+
+def _record_spec(store: Any, layout: RunLayout, spec: RunSpec, identity: dict[str, Any]) -> None:
+    from dataspace.errors import AlreadyExistsError
+
+    doc = {
+        "schema_version": "1.0",
+        "fingerprint": fingerprint(identity),
+        "identity": identity,
+        "spec": spec.to_dict(),
+        "created_at": time.time(),
+    }
+    try:
+        store.put_bytes(
+            layout.key("spec.json"),
+            json.dumps(doc, indent=1, default=list).encode(),
+            overwrite=False,
+        )
+    except AlreadyExistsError:  # another invocation recorded it meanwhile: check it again
+        _check_recorded(store, layout, spec, identity)
+
+
+def _load_state(
+    store: Any, layout: RunLayout, plan: list[PlannedAttempt]
+) -> tuple[dict[str, dict[str, Any]], dict[str, list[dict[str, Any]]]]:
+    """Finished rows and recorded infrastructure failures by attempt key (one listing)."""
+    by_dir = {layout.attempt(p.agent, p.task_id, p.attempt): p for p in plan}
+    finished: dict[str, dict[str, Any]] = {}
+    failures: dict[str, list[dict[str, Any]]] = {}
+    infra_keys: dict[str, list[str]] = {}
+    for key in store.list(f"{layout.prefix}/attempts/"):
+        adir, _, rest = key.rpartition("/infra/")
+        if adir in by_dir and rest.startswith("try_"):
+            infra_keys.setdefault(by_dir[adir].key, []).append(key)
+            continue
+        if key.endswith("/result.json"):
+            p = by_dir.get(key[: -len("/result.json")])
+            if p is None:
+                continue
+            row = json.loads(store.get_bytes(key))
+            if row.get("key") == p.key:
+                finished[p.key] = row
+    for k, keys in infra_keys.items():
+        recs = [json.loads(store.get_bytes(x)) for x in keys]
+        failures[k] = sorted(recs, key=lambda r: r.get("try_index", 0))
+    return finished, failures
+
+
+def _prior_invocations(store: Any, layout: RunLayout) -> list[dict[str, Any]]:
+    try:
+        old = json.loads(store.get_bytes(layout.key("summary.json")))
+    except (NotFoundError, ValueError):
+        return []
+    inv = old.get("invocations")
+    if isinstance(inv, list):
+        return [dict(i) for i in inv if isinstance(i, dict)]
+    return [{"started_at": None, "wall_seconds": float(old.get("wall_seconds") or 0.0)}]
+
+
+def price_row(spec: RunSpec, row: dict[str, Any]) -> dict[str, Any]:
+    """The row with its cost recomputed from its tokens at the spec's prices."""
+    from dataspace.llm.usage import Prices, TokenCounts, cost_usd
+
+    agent = next((a for a in spec.agents if a.name == row.get("agent")), None)
+    if agent is None or agent.model is None or row.get("input_tokens") is None:
+        return row
+    tokens = TokenCounts(
+        input_tokens=int(row.get("input_tokens") or 0),
+        cached_input_tokens=int(row.get("cached_input_tokens") or 0),
+        output_tokens=int(row.get("output_tokens") or 0),
+    )
+    return {**row, "cost_usd": cost_usd(tokens, Prices.of(agent.model))}
+
+
+@dataclass(kw_only=True)
+class _Run:
+    """The scheduling state of one invocation."""
+
+    spec: RunSpec
+    store: Any
+    layout: RunLayout
+    release: Release
+    plan: list[PlannedAttempt]
+    rows: dict[str, dict[str, Any]]
+    failures: dict[str, list[dict[str, Any]]]
+    emit: ProgressFn
+    invocations: list[dict[str, Any]]
+    t0: float
+    status_interval: float
+    preflight_cost: float = 0.0
+    scored_tasks: int | None = None
+    tasks: int | None = None
+    executed: int = 0
+    new_failures: list[dict[str, Any]] = field(default_factory=list)
+    stopped: dict[str, str] = field(default_factory=dict)
+    in_a_row: dict[str, int] = field(default_factory=dict)
+    stopped_for_spend: bool = False
+    interrupted: bool = False
+    _last_write: float = 0.0
+
+    # ---- scheduling ---------------------------------------------------------------------
+    def fan_out(self, pending: list[PlannedAttempt], ray_init: dict[str, Any]) -> None:
+        import ray
+
+        from dataspace.runs.ray_start import connect_ray
+
+        spec = self.spec
+        extra = dict(ray_init)
+        num_cpus = extra.pop("num_cpus", spec.concurrency)
+        connect_ray(address=extra.pop("address", spec.ray_address), num_cpus=num_cpus, **extra)
+        self.emit({"event": "started", "ray": ray.get_runtime_context().gcs_address})
+        remote = ray.remote(num_cpus=1, max_retries=0)(run_attempt)
+        # Workers may predate the key being exported (a Ray instance that was already
+        # running), and a runtime_env is written to Ray's logs: attempts fetch their key
+        # from a holder actor, in memory.
+        names = [a.model.key_env for a in spec.agents if a.model and a.model.key_env]
+        keys = controller_keys(names)
+        holder = start_key_holder(keys) if keys else None
+        try:
+            self._schedule(pending, remote, holder)
+        finally:
+            stop_key_holder(holder)
+
+    def _schedule(self, pending: list[PlannedAttempt], remote: Any, holder: Any) -> None:
+        import ray
+        from ray.exceptions import RayError, RayTaskError
+
+        spec = self.spec
+        agents = {a.name: a for a in spec.agents}
+        queue: Iterator[PlannedAttempt] = iter(pending)
+        in_flight: dict[Any, AttemptRequest] = {}
+        retry: list[AttemptRequest] = []
+        # the spend limit counts the attempts' cost; preflight's calls are shown apart
+        spend = sum(float(price_row(spec, r).get("cost_usd") or 0.0) for r in self.rows.values())
+        self.write(partial=True)  # a report can be made as soon as the run is under way
+
+        def request_for(p: PlannedAttempt) -> AttemptRequest:
+            prior = self.failures.get(p.key, [])
+            return AttemptRequest(
+                run_id=spec.run_id,
+                store_uri=spec.store,
+                release_root=str(self.release.root),
+                agent=agents[p.agent],
+                task_id=p.task_id,
+                attempt=p.attempt,
+                key=p.key,
+                limits=spec.limits,
+                sandbox=spec.sandbox,
+                submitted_at=time.time(),
+                try_index=len(prior),
+                prior_failures=tuple(prior),
+                protocol=spec.protocol,
+                key_holder=holder,
+            )
+
+        while True:
+            while len(in_flight) < spec.concurrency and not self.stopped_for_spend:
+                retry = [r for r in retry if r.agent.name not in self.stopped]
+                if retry:
+                    req = retry.pop(0)
+                else:
+                    p = next(queue, None)
+                    while p is not None and p.agent in self.stopped:
+                        p = next(queue, None)
+                    if p is None:
+                        break
+                    if spec.spend_limit_usd is not None and spend >= spec.spend_limit_usd:
+                        self.stopped_for_spend = True
+                        logger.warning(
+                            "spend limit %.2f USD reached: no new attempts scheduled",
+                            spec.spend_limit_usd,
+                        )
+                        self.emit(
+                            {"event": "spend_limit", "limit": spec.spend_limit_usd, "spent": spend}
+                        )
+                        break
+                    req = request_for(p)
+                in_flight[remote.remote(req)] = req
+            if not in_flight:
+                break
+            done, _ = ray.wait(list(in_flight), num_returns=1, timeout=self.status_interval)
+            if not done:
+                self._maybe_write()
+                continue
+            ref = done[0]
+            req = in_flight.pop(ref)
+            try:
+                row = ray.get(ref)
+            except (RayError, InfrastructureError) as exc:
+                cause = exc.cause if isinstance(exc, RayTaskError) else exc
+                if isinstance(exc, RayTaskError) and not isinstance(cause, InfrastructureError):
+                    raise cause from None  # a bug in our code: do not hide it as a fault
+                again = self._fault(req, cause)
+                if again is not None:
+                    retry.append(again)
+                self._maybe_write()
+                continue
+            self.rows[req.key] = row
+            self.executed += 1
+            self.in_a_row[req.agent.name] = 0
+            spend += float(price_row(spec, row).get("cost_usd") or 0.0)
+            self.emit(price_row(spec, row))
+            self._maybe_write()
+
+    def _fault(self, req: AttemptRequest, cause: BaseException) -> AttemptRequest | None:
+        """Record one infrastructure failure; the request to retry, if any."""
+        spec = self.spec
+        code = getattr(cause, "code", None) or type(cause).__name__
+        rec = infra_record(req, cause, code=code)
+        k = req.try_index
+        self.store.put_bytes(
+            self.layout.infra(req.agent.name, req.task_id, req.attempt, k),
+            json.dumps(rec).encode(),
+            overwrite=False,
+        )
+        self.failures.setdefault(req.key, []).append(rec)
+        info = {"agent": req.agent.name, "task_id": req.task_id, "attempt": req.attempt, **rec}
+        self.new_failures.append(info)
+        logger.info(
+            "attempt %s/%s/%d: infrastructure failure (%s), try %d: %s",
+            req.agent.name,
+            req.task_id,
+            req.attempt,
+            code,
+            k + 1,
+            rec["error"],
+        )
+        self.emit({"event": "infra", **info})
+        name = req.agent.name
+        if isinstance(cause, InfrastructureError):
+            # the agent's own faults (model endpoint, key, sandbox); a lost worker or node
+            # says nothing about the agent and never stops it
+            self.in_a_row[name] = self.in_a_row.get(name, 0) + 1
+        if (
+            spec.fail_fast_after
+            and self.in_a_row.get(name, 0) >= spec.fail_fast_after
+            and name not in self.stopped
+        ):
+            cause_text = f"{code}: {rec['error']}"
+            self.stopped[name] = cause_text
+            logger.warning(
+                "agent %s stopped after %d infrastructure failures in a row: %s",
+                name,
+                self.in_a_row[name],
+                cause_text,
+            )
+            self.emit(
+                {
+                    "event": "agent_stopped",
+                    "agent": name,
+                    "failures": self.in_a_row[name],
+                    "code": code,
+                    "error": rec["error"],
+                }
+            )
+        if name in self.stopped or k + 1 > spec.max_infra_retries:
+            return None
+        return AttemptRequest(
+            **{
+                **{f: getattr(req, f) for f in req.__dataclass_fields__},
+                "try_index": k + 1,
+                "prior_failures": (*req.prior_failures, rec),
+                "submitted_at": time.time(),
+            }
+        )
+
+    # ---- results ------------------------------------------------------------------------
+    def _maybe_write(self) -> None:
+        if time.monotonic() - self._last_write >= self.status_interval:
+            self.write(partial=True)
+            self.emit({"event": "status"})
+
+    def write(self, *, partial: bool) -> tuple[list[dict[str, Any]], dict[str, Any]]:
+        """Write results and summary now; returns (rows, summary)."""
+        self._last_write = time.monotonic()
+        spec = self.spec
+        all_rows = [
+            price_row(spec, self.rows[p.key]) if p.key in self.rows else self._unfinished_row(p)
+            for p in self.plan
+        ]
+        this = {"started_at": self.t0, "wall_seconds": time.time() - self.t0}
+        invocations = [*self.invocations, this]
+        summary = summarize(
+            spec,
+            all_rows,
+            wall_seconds=sum(float(i.get("wall_seconds") or 0.0) for i in invocations),
+            stopped_for_spend=self.stopped_for_spend,
+            partial=partial,
+            invocations=invocations,
+            failures=self.failures,
+            stopped_agents=self.stopped,
+            interrupted=self.interrupted,
+            preflight_cost=self.preflight_cost,
+            scored_tasks=self.scored_tasks,
+            tasks=self.tasks,
+        )
+        write_results(self.store, self.layout, all_rows, summary)
+        return all_rows, summary
+
+    def _unfinished_row(self, p: PlannedAttempt) -> dict[str, Any]:
+        failures = self.failures.get(p.key, [])
+        agent = next(a for a in self.spec.agents if a.name == p.agent)
+        status = AttemptStatus.INFRASTRUCTURE_ERROR if failures else AttemptStatus.NOT_SCHEDULED
+        scored = self.release.is_scored(p.task_id)
+        if failures:
+            error = failures[-1]["error"]
+        elif p.agent in self.stopped:
+            error = f"not scheduled: agent stopped ({self.stopped[p.agent]})"
+        elif self.stopped_for_spend:
+            error = "not scheduled: spend limit reached"
+        else:
+            error = "not scheduled"
+        return {
+            "run_id": self.spec.run_id,
+            "key": p.key,
+            "agent": p.agent,
+            "harness": agent.harness,
+            "model": agent.model.id if agent.model else None,
+            "task_id": p.task_id,
+            "attempt": p.attempt,
+            "status": status.value,
+            "scored": scored,
+            "passed": False if failures and scored else None,
+            "error_code": failures[-1].get("code") if failures else None,
+            "error": error,
+            "infra_retries": len(failures),
+            "verdict": None,
+            "task_metadata": self.release.metadata(p.task_id) or {},
+        }
+
+
+def infra_by_cause(
+    failures: dict[str, list[dict[str, Any]]], agent_of: dict[str, str]
+) -> list[dict[str, Any]]:
+    """Infrastructure failures grouped by (agent, code), most frequent first.
+
+    >>> infra_by_cause({"k1": [{"code": "x", "error": "e1"}, {"code": "x", "error": "e2"}]},
+    ...                {"k1": "a"})
+    [{'agent': 'a', 'code': 'x', 'tries': 2, 'attempts': 1, 'error': 'e2'}]
+    """
+    groups: dict[tuple[str, str], dict[str, Any]] = {}
+    for key, recs in failures.items():
+        seen: set[tuple[str, str]] = set()
+        for rec in recs:
+            g = (agent_of.get(key, "?"), str(rec.get("code")))
+            d = groups.setdefault(
+                g, {"agent": g[0], "code": g[1], "tries": 0, "attempts": 0, "error": ""}
+            )
+            d["tries"] += 1
+            d["error"] = str(rec.get("error", ""))
+            if g not in seen:
+                d["attempts"] += 1
+                seen.add(g)
+    return sorted(groups.values(), key=lambda d: (-d["tries"], d["agent"], d["code"]))
+
+
 def summarize(
     spec: RunSpec,
     rows: list[dict[str, Any]],
     *,
     wall_seconds: float,
     stopped_for_spend: bool = False,
+    partial: bool = False,
+    invocations: list[dict[str, Any]] | None = None,
+    failures: dict[str, list[dict[str, Any]]] | None = None,
+    stopped_agents: dict[str, str] | None = None,
+    interrupted: bool = False,
+    preflight_cost: float = 0.0,
     scored_tasks: int | None = None,
     tasks: int | None = None,
 ) -> dict[str, Any]:
-    """Per-agent accuracy, status counts, cost and the run's wall time.
+    """Per-agent accuracy, status counts, cost, prices and the run's wall time.
 
     Accuracy is over scored attempts (tasks with a config, as the official evaluator
     counts); ``tasks``, ``scored_tasks`` and ``unscored_tasks`` count the run's tasks.
@@ -490,10 +755,19 @@ def summarize(
         for r in mine:
             status_counts[r["status"]] = status_counts.get(r["status"], 0) + 1
         passed = sum(1 for r in scored if r["passed"])
+        m = a.model
         agents[a.name] = {
             "harness": a.harness,
-            "model": a.model.id if a.model else None,
+            "model": m.id if m else None,
+            "prices": None
+            if m is None
+            else {
+                "input": m.price_input,
+                "cached_input": m.price_cached_input,
+                "output": m.price_output,
+            },
             "attempts": len(mine),
+            "finished": sum(1 for r in mine if r["status"] not in UNFINISHED),
             "scored": len(scored),
             "passed": passed,
             "accuracy": passed / len(scored) if scored else None,
@@ -501,26 +775,35 @@ def summarize(
             "status_counts": dict(sorted(status_counts.items())),
             "infra_retried_attempts": sum(1 for r in mine if r.get("infra_retries")),
             "cost_usd": sum(float(r.get("cost_usd") or 0.0) for r in mine),
+            "stopped": (stopped_agents or {}).get(a.name),
         }
+    agent_of = {r["key"]: r["agent"] for r in rows}
     return {
-        "schema_version": "1.0",
+        "schema_version": "1.1",
         "run_id": spec.run_id,
         "protocol": spec.protocol,
+        "partial": partial,
+        "interrupted": interrupted,
+        "updated_at": time.time(),
         "attempts": len(rows),
+        "finished": sum(1 for r in rows if r["status"] not in UNFINISHED),
         "tasks": tasks,
         "scored_tasks": scored_tasks,
         "unscored_tasks": tasks - scored_tasks,
         "agents": agents,
         "wall_seconds": wall_seconds,
+        "invocations": invocations or [],
         "stopped_for_spend_limit": stopped_for_spend,
         "spend_limit_usd": spec.spend_limit_usd,
+        "preflight_cost_usd": preflight_cost,
+        "infra_by_cause": infra_by_cause(failures or {}, agent_of),
     }
 
 
 def write_results(
     store: Any, layout: RunLayout, rows: list[dict[str, Any]], summary: dict[str, Any]
 ) -> None:
-    """Write ``results.parquet`` and ``summary.json`` (derived files, rewritten each time)."""
+    """Write ``results.parquet`` and ``summary.json`` (derived files, rewritten atomically)."""
     from dataspace.runs.results import rows_to_parquet
 
     store.put_bytes(layout.key("results.parquet"), rows_to_parquet(rows))
@@ -529,10 +812,14 @@ def write_results(
 
 __all__ = [
     "SKIPPED",
+    "UNFINISHED",
     "PlannedAttempt",
     "RunOutcome",
+    "check_agents",
     "execute_run",
+    "infra_by_cause",
     "plan_attempts",
+    "price_row",
     "summarize",
     "write_results",
 ]

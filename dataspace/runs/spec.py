@@ -23,6 +23,7 @@ protocol profile, limits, sandbox runtime, attempts, task selection), not how fa
 
 from __future__ import annotations
 
+import difflib
 import hashlib
 import json
 import re
@@ -35,38 +36,60 @@ from dataspace.errors import ConfigError
 
 SPEC_SCHEMA_VERSION = "1.0"
 _NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._@+-]{0,127}$")
-_SIZE_RE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([KMGT]i?B?|B)?\s*$", re.IGNORECASE)
-_UNITS = {
-    "": 1,
-    "B": 1,
-    "K": 1000,
-    "M": 1000**2,
-    "G": 1000**3,
-    "T": 1000**4,
-    "KI": 1024,
-    "MI": 1024**2,
-    "GI": 1024**3,
-    "TI": 1024**4,
-}
+_SIZE_RE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([KMGTkmgt](?:i|I)?[Bb]?|[Bb])?\s*$")
+_POWERS = {"K": 1, "M": 2, "G": 3, "T": 4}
+# A placeholder left in a spec: FILL_IN, CHANGE_ME, REPLACE_ME, <your-model-id>.
+_PLACEHOLDER_RE = re.compile(
+    r"(?<![A-Za-z0-9])(FILL[_-]?IN|CHANGE[_-]?ME|REPLACE[_-]?ME)(?![A-Za-z0-9])"
+    r"|^\s*<[^<>]+>\s*$"
+)
+_ENV_NAME_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 
 
 def parse_size(value: object, *, what: str) -> int:
-    """Bytes from an int or a string like ``2GiB``, ``512Mi`` or ``1G``.
+    """Bytes from an int or a size string, read the way Docker and Kubernetes read it.
 
-    >>> parse_size("2GiB", what="memory")
-    2147483648
-    >>> parse_size("512M", what="memory")
-    512000000
+    ``Ki Mi Gi Ti`` (``KiB``...) are powers of 1024 and ``K M G T`` (``KB``...) powers of
+    1000, as in Kubernetes; a lower-case unit (``16g``, ``512m``, ``2gb``) is Docker's
+    notation, powers of 1024.
+
+    >>> parse_size("2GiB", what="memory"), parse_size("16g", what="memory")
+    (2147483648, 17179869184)
+    >>> parse_size("512M", what="memory"), parse_size("512Mi", what="memory")
+    (512000000, 536870912)
     """
-    if isinstance(value, bool):
-        raise ConfigError(f"{what}: expected a size, got {value!r}")
-    if isinstance(value, int):
-        return value
-    m = _SIZE_RE.match(str(value))
+    if isinstance(value, bool) or not isinstance(value, int | float | str):
+        raise ConfigError(f"{what}: expected a size such as 2GiB, 16g or 512Mi, got {value!r}")
+    if isinstance(value, int | float):
+        if value <= 0:
+            raise ConfigError(f"{what}: must be positive, got {value!r}")
+        return int(value)
+    m = _SIZE_RE.match(value)
     if not m:
-        raise ConfigError(f"{what}: cannot read size {value!r} (use e.g. 2GiB, 512Mi, 1G)")
-    unit = (m.group(2) or "").upper().rstrip("B")
-    return int(float(m.group(1)) * _UNITS[unit])
+        raise ConfigError(f"{what}: cannot read size {value!r} (use e.g. 2GiB, 16g, 512Mi, 1G)")
+    unit = m.group(2) or ""
+    letter = unit[:1]
+    if letter in ("", "B", "b"):
+        factor = 1
+    elif letter.islower() or "i" in unit or "I" in unit:
+        factor = 1024 ** _POWERS[letter.upper()]
+    else:
+        factor = 1000 ** _POWERS[letter]
+    n = int(float(m.group(1)) * factor)
+    if n <= 0:
+        raise ConfigError(f"{what}: must be positive, got {value!r}")
+    return n
+
+
+def is_placeholder(value: str) -> bool:
+    """True for a value left to be filled in (``FILL_IN``, ``<model-id>``, ``CHANGE_ME``).
+
+    >>> is_placeholder("FILL_IN"), is_placeholder("https://FILL_IN/v1"), is_placeholder("gpt-5")
+    (True, True, False)
+    >>> is_placeholder("<your model id>"), is_placeholder("fill-in-the-blanks-7b")
+    (True, False)
+    """
+    return bool(_PLACEHOLDER_RE.search(value))
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -80,6 +103,13 @@ class ModelSpec:
     price_cached_input: float = 0.0
     price_output: float = 0.0
     max_concurrency: int = 8
+    connect_timeout: float = 10.0
+    read_timeout: float | None = None  # None: the harness's request_timeout
+
+    @property
+    def endpoint_identity(self) -> dict[str, Any]:
+        """What of the model decides outcomes: its id and endpoint (not prices or pace)."""
+        return {"id": self.id, "base_url": self.base_url}
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -131,21 +161,50 @@ class RunSpec:
     tasks: tuple[str, ...] | None = None
     ray_address: str | None = None
     max_infra_retries: int = 3
+    fail_fast_after: int = 3
     spend_limit_usd: float | None = None
     protocol: str = "official"
     schema_version: str = SPEC_SCHEMA_VERSION
 
     def identity(self, release_fingerprint: str) -> dict[str, Any]:
-        """The part of the spec that decides results (what the fingerprint covers)."""
-        d = asdict(self)
-        for key in ("concurrency", "ray_address", "store", "release", "spend_limit_usd"):
-            d.pop(key)
-        d["release_fingerprint"] = release_fingerprint
-        return d
+        """The part of the spec that decides results (what the fingerprint covers).
+
+        Release content, task selection, each agent's harness, model id and endpoint and
+        settings, limits, sandbox runtime, protocol profile and attempts. Not what only changes pace or price:
+        concurrency, ``max_concurrency``, retry pacing (``settings.retry``, timeouts,
+        ``max_infra_retries``, ``fail_fast_after``), prices (costs are recomputed from
+        tokens with the prices of the latest invocation), the spend limit, where the
+        release is read from, the store and the Ray address.
+        """
+        return {
+            "schema_version": self.schema_version,
+            "run_id": self.run_id,
+            "release_fingerprint": release_fingerprint,
+            "tasks": None if self.tasks is None else list(self.tasks),
+            "agents": [agent_identity(a) for a in self.agents],
+            "limits": asdict(self.limits),
+            "sandbox": asdict(self.sandbox),
+            "attempts": self.attempts,
+            "protocol": self.protocol,
+        }
 
     def to_dict(self) -> dict[str, Any]:
         """Plain dict (JSON-safe)."""
         return json.loads(json.dumps(asdict(self), default=list))
+
+
+# settings that only pace model calls (they never change what an attempt does)
+PACE_SETTINGS = frozenset({"retry"})
+
+
+def agent_identity(agent: AgentSpec) -> dict[str, Any]:
+    """What of one agent decides its outcomes (see ``RunSpec.identity``)."""
+    return {
+        "name": agent.name,
+        "harness": agent.harness,
+        "model": agent.model.endpoint_identity if agent.model else None,
+        "settings": {k: v for k, v in agent.settings.items() if k not in PACE_SETTINGS},
+    }
 
 
 def fingerprint(identity: Mapping[str, Any]) -> str:
@@ -159,22 +218,32 @@ def fingerprint(identity: Mapping[str, Any]) -> str:
 
 
 def diff_identity(old: Mapping[str, Any], new: Mapping[str, Any], prefix: str = "") -> list[str]:
-    """Dotted paths whose values differ between two identity dicts.
+    """Full paths (``agents[1].model.id``) whose values differ between two identities.
 
     >>> diff_identity({"a": 1, "b": {"c": 2}}, {"a": 1, "b": {"c": 3}})
     ['b.c']
+    >>> diff_identity({"agents": [{"m": 1}, {"m": 2}]}, {"agents": [{"m": 1}, {"m": 3}]})
+    ['agents[1].m']
     """
     out: list[str] = []
     for key in sorted(set(old) | set(new)):
-        path = f"{prefix}{key}"
-        a, b = old.get(key), new.get(key)
-        if isinstance(a, Mapping) and isinstance(b, Mapping):
-            out.extend(diff_identity(a, b, prefix=f"{path}."))
-        elif json.dumps(a, sort_keys=True, default=list) != json.dumps(
-            b, sort_keys=True, default=list
-        ):
-            out.append(path)
+        out.extend(_diff(old.get(key), new.get(key), f"{prefix}{key}"))
     return out
+
+
+def _diff(a: Any, b: Any, path: str) -> list[str]:
+    if isinstance(a, Mapping) and isinstance(b, Mapping):
+        return diff_identity(a, b, prefix=f"{path}.")
+    if isinstance(a, list) and isinstance(b, list) and len(a) == len(b):
+        return [
+            p
+            for i, (x, y) in enumerate(zip(a, b, strict=True))
+            for p in _diff(x, y, f"{path}[{i}]")
+        ]
+    same = json.dumps(a, sort_keys=True, default=list) == json.dumps(
+        b, sort_keys=True, default=list
+    )
+    return [] if same else [path]
 
 
 # ---- parsing -------------------------------------------------------------------------------
@@ -201,32 +270,22 @@ def load_spec(path: Path | str) -> RunSpec:
 
 
 def parse_spec(obj: object, *, source: str, base_dir: Path | None = None) -> RunSpec:
-    """Validate a spec object; every problem is a ConfigError naming ``source`` and the key."""
+    """Validate a spec object; every problem is a ConfigError naming ``source`` and the key.
+
+    Every key is checked by type; an unknown key is refused with the nearest known one
+    (``ray.adress``: did you mean ``address``?); a value left as a placeholder
+    (``FILL_IN``, ``<model-id>``) is an error wherever it is.
+    """
     r = _Reader(source)
     d = r.mapping(obj, "spec")
+    r.no_placeholders(d, "")
     version = str(d.get("schema_version", SPEC_SCHEMA_VERSION))
     if version != SPEC_SCHEMA_VERSION:
         r.fail(
             "schema_version",
             f"unsupported {version!r} (this version reads {SPEC_SCHEMA_VERSION!r})",
         )
-    allowed = {
-        "schema_version",
-        "run_id",
-        "release",
-        "store",
-        "agents",
-        "limits",
-        "sandbox",
-        "concurrency",
-        "attempts",
-        "tasks",
-        "ray",
-        "max_infra_retries",
-        "spend_limit_usd",
-        "protocol",
-    }
-    r.no_extra(d, allowed, "spec")
+    r.no_extra(d, _TOP_KEYS, "spec")
     run_id = r.name(d.get("run_id"), "run_id")
     release = _location(r.string(d.get("release"), "release"), base_dir)
     store = _location(r.string(d.get("store"), "store"), base_dir)
@@ -237,26 +296,32 @@ def parse_spec(obj: object, *, source: str, base_dir: Path | None = None) -> Run
     names = [a.name for a in agents]
     if len(set(names)) != len(names):
         r.fail("agents", f"agent names must be unique, got {names}")
+    ld = LimitsSpec()
     lim = r.mapping(d.get("limits", {}), "limits")
-    r.no_extra(lim, {"model_turns", "tool_actions", "wall_seconds", "command_timeout"}, "limits")
+    r.no_extra(lim, set(LimitsSpec.__dataclass_fields__), "limits")
     limits = LimitsSpec(
-        model_turns=r.positive_int(lim.get("model_turns", 60), "limits.model_turns"),
-        tool_actions=r.positive_int(lim.get("tool_actions", 50), "limits.tool_actions"),
-        wall_seconds=r.positive(lim.get("wall_seconds", 1800), "limits.wall_seconds"),
-        command_timeout=r.positive(lim.get("command_timeout", 180), "limits.command_timeout"),
+        model_turns=r.positive_int(lim.get("model_turns", ld.model_turns), "limits.model_turns"),
+        tool_actions=r.positive_int(
+            lim.get("tool_actions", ld.tool_actions), "limits.tool_actions"
+        ),
+        wall_seconds=r.positive(lim.get("wall_seconds", ld.wall_seconds), "limits.wall_seconds"),
+        command_timeout=r.positive(
+            lim.get("command_timeout", ld.command_timeout), "limits.command_timeout"
+        ),
     )
+    sd = SandboxConfig()
     sb = r.mapping(d.get("sandbox", {}), "sandbox")
     r.no_extra(
         sb, {"backend", "cpus", "memory", "pids", "tmp", "output", "image", "options"}, "sandbox"
     )
     sandbox = SandboxConfig(
-        backend=r.string(sb.get("backend", "local"), "sandbox.backend"),
-        cpus=r.positive(sb.get("cpus", 1), "sandbox.cpus"),
-        memory_bytes=parse_size(sb.get("memory", "2GiB"), what=f"{source}: sandbox.memory"),
-        pids=r.positive_int(sb.get("pids", 256), "sandbox.pids"),
-        tmp_bytes=parse_size(sb.get("tmp", "512MiB"), what=f"{source}: sandbox.tmp"),
-        output_bytes=parse_size(sb.get("output", "1GiB"), what=f"{source}: sandbox.output"),
-        image=sb.get("image"),
+        backend=r.string(sb.get("backend", sd.backend), "sandbox.backend"),
+        cpus=r.positive(sb.get("cpus", sd.cpus), "sandbox.cpus"),
+        memory_bytes=r.size(sb.get("memory", sd.memory_bytes), "sandbox.memory"),
+        pids=r.positive_int(sb.get("pids", sd.pids), "sandbox.pids"),
+        tmp_bytes=r.size(sb.get("tmp", sd.tmp_bytes), "sandbox.tmp"),
+        output_bytes=r.size(sb.get("output", sd.output_bytes), "sandbox.output"),
+        image=r.optional_string(sb.get("image"), "sandbox.image"),
         options=r.mapping(sb.get("options", {}), "sandbox.options"),
     )
     tasks_raw = d.get("tasks")
@@ -265,7 +330,8 @@ def parse_spec(obj: object, *, source: str, base_dir: Path | None = None) -> Run
         if not isinstance(tasks_raw, list) or not all(isinstance(t, str) for t in tasks_raw):
             r.fail("tasks", "must be a list of task ids")
         tasks = tuple(tasks_raw)
-    ray = r.mapping(d.get("ray", {}), "ray")
+    ray = r.mapping(d.get("ray") or {}, "ray")
+    r.no_extra(ray, {"address"}, "ray")
     spend = d.get("spend_limit_usd")
     from dataspace.agents.protocol import DEFAULT_PROTOCOL, PROFILES
 
@@ -280,16 +346,50 @@ def parse_spec(obj: object, *, source: str, base_dir: Path | None = None) -> Run
         agents=agents,
         limits=limits,
         sandbox=sandbox,
-        concurrency=r.positive_int(d.get("concurrency", 2), "concurrency"),
-        attempts=r.positive_int(d.get("attempts", 1), "attempts"),
+        concurrency=r.positive_int(
+            d.get("concurrency", _default(RunSpec, "concurrency")), "concurrency"
+        ),
+        attempts=r.positive_int(d.get("attempts", _default(RunSpec, "attempts")), "attempts"),
         tasks=tasks,
-        ray_address=ray.get("address"),
+        ray_address=r.optional_string(ray.get("address"), "ray.address"),
         max_infra_retries=r.positive_int(
-            d.get("max_infra_retries", 3), "max_infra_retries", allow_zero=True
+            d.get("max_infra_retries", _default(RunSpec, "max_infra_retries")),
+            "max_infra_retries",
+            allow_zero=True,
+        ),
+        fail_fast_after=r.positive_int(
+            d.get("fail_fast_after", _default(RunSpec, "fail_fast_after")),
+            "fail_fast_after",
+            allow_zero=True,
         ),
         spend_limit_usd=None if spend is None else r.positive(spend, "spend_limit_usd"),
         protocol=protocol,
     )
+
+
+_TOP_KEYS = {
+    "schema_version",
+    "run_id",
+    "release",
+    "store",
+    "agents",
+    "limits",
+    "sandbox",
+    "concurrency",
+    "attempts",
+    "tasks",
+    "ray",
+    "max_infra_retries",
+    "fail_fast_after",
+    "spend_limit_usd",
+    "protocol",
+}
+_MODEL_KEYS = {"id", "base_url", "key_env", "prices", "max_concurrency", "timeouts"}
+
+
+def _default(cls: type, name: str) -> Any:
+    """The default of one field of a spec record (defaults live only on the records)."""
+    return cls.__dataclass_fields__[name].default  # type: ignore[attr-defined]
 
 
 def _location(value: str, base_dir: Path | None) -> str:
@@ -308,26 +408,50 @@ def _agent(r: _Reader, obj: object, where: str) -> AgentSpec:
     harness = r.string(d.get("harness"), f"{where}.harness")
     model = None
     if d.get("model") is not None:
-        m = r.mapping(d["model"], f"{where}.model")
-        r.no_extra(m, {"id", "base_url", "key_env", "prices", "max_concurrency"}, f"{where}.model")
-        prices = r.mapping(m.get("prices", {}), f"{where}.model.prices")
-        r.no_extra(prices, {"input", "cached_input", "output"}, f"{where}.model.prices")
-        model = ModelSpec(
-            id=r.string(m.get("id"), f"{where}.model.id"),
-            base_url=m.get("base_url"),
-            key_env=m.get("key_env"),
-            price_input=r.number(prices.get("input", 0), f"{where}.model.prices.input"),
-            price_cached_input=r.number(
-                prices.get("cached_input", prices.get("input", 0)),
-                f"{where}.model.prices.cached_input",
-            ),
-            price_output=r.number(prices.get("output", 0), f"{where}.model.prices.output"),
-            max_concurrency=r.positive_int(
-                m.get("max_concurrency", 8), f"{where}.model.max_concurrency"
-            ),
-        )
+        model = parse_model_entry(r, d["model"], f"{where}.model")
     settings = r.mapping(d.get("settings", {}), f"{where}.settings")
     return AgentSpec(name=name, harness=harness, model=model, settings=settings)
+
+
+def parse_model_entry(r: _Reader, obj: object, where: str) -> ModelSpec:
+    """One model mapping (id, base_url, key_env, prices, max_concurrency, timeouts)."""
+    md = ModelSpec(id="x")
+    m = r.mapping(obj, where)
+    r.no_extra(m, _MODEL_KEYS, where)
+    prices = r.mapping(m.get("prices", {}), f"{where}.prices")
+    r.no_extra(prices, {"input", "cached_input", "output"}, f"{where}.prices")
+    timeouts = r.mapping(m.get("timeouts", {}), f"{where}.timeouts")
+    r.no_extra(timeouts, {"connect", "read"}, f"{where}.timeouts")
+    key_env = r.optional_string(m.get("key_env"), f"{where}.key_env")
+    if key_env is not None and not _ENV_NAME_RE.match(key_env):
+        r.fail(
+            f"{where}.key_env",
+            "must be the NAME of the environment variable holding the key (letters, digits, "
+            "_), never the key itself",
+        )
+    read = timeouts.get("read")
+    return ModelSpec(
+        id=r.string(m.get("id"), f"{where}.id"),
+        base_url=r.optional_string(m.get("base_url"), f"{where}.base_url"),
+        key_env=key_env,
+        price_input=r.number(prices.get("input", 0), f"{where}.prices.input"),
+        price_cached_input=r.number(
+            prices.get("cached_input", prices.get("input", 0)), f"{where}.prices.cached_input"
+        ),
+        price_output=r.number(prices.get("output", 0), f"{where}.prices.output"),
+        max_concurrency=r.positive_int(
+            m.get("max_concurrency", md.max_concurrency), f"{where}.max_concurrency"
+        ),
+        connect_timeout=r.positive(
+            timeouts.get("connect", md.connect_timeout), f"{where}.timeouts.connect"
+        ),
+        read_timeout=None if read is None else r.positive(read, f"{where}.timeouts.read"),
+    )
+
+
+def read_model(obj: object, *, source: str, where: str) -> ModelSpec:
+    """One model mapping read from ``source`` (a models file, a spec); errors name the key."""
+    return parse_model_entry(_Reader(source), obj, where)
 
 
 class _Reader:
@@ -343,14 +467,34 @@ class _Reader:
         return dict(v)
 
     def no_extra(self, d: Mapping[str, Any], allowed: set[str], key: str) -> None:
-        extra = sorted(set(d) - allowed)
-        if extra:
-            self.fail(key, f"unknown keys {extra} (allowed: {sorted(allowed)})")
+        extra = sorted(set(d) - allowed, key=str)
+        if not extra:
+            return
+        bad = extra[0]
+        where = bad if key == "spec" else f"{key}.{bad}"
+        close = difflib.get_close_matches(str(bad), sorted(allowed), n=1, cutoff=0.6)
+        hint = f"did you mean {close[0]!r}? " if close else ""
+        more = f" (also unknown: {extra[1:]})" if extra[1:] else ""
+        self.fail(where, f"unknown key; {hint}allowed: {sorted(allowed)}{more}")
+
+    def no_placeholders(self, v: object, key: str) -> None:
+        if isinstance(v, str):
+            if is_placeholder(v):
+                self.fail(key or "spec", f"{v!r} is a placeholder; put the real value here")
+        elif isinstance(v, Mapping):
+            for k, x in v.items():
+                self.no_placeholders(x, f"{key}.{k}" if key else str(k))
+        elif isinstance(v, list):
+            for i, x in enumerate(v):
+                self.no_placeholders(x, f"{key}[{i}]")
 
     def string(self, v: object, key: str) -> str:
         if not isinstance(v, str) or not v.strip():
-            self.fail(key, "must be a non-empty string")
+            self.fail(key, f"must be a non-empty string, got {v!r}")
         return v
+
+    def optional_string(self, v: object, key: str) -> str | None:
+        return None if v is None else self.string(v, key)
 
     def name(self, v: object, key: str) -> str:
         s = self.string(v, key)
@@ -369,6 +513,9 @@ class _Reader:
             self.fail(key, f"must be positive, got {v!r}")
         return x
 
+    def size(self, v: object, key: str) -> int:
+        return parse_size(v, what=f"{self.source}: {key}")
+
     def positive_int(self, v: object, key: str, *, allow_zero: bool = False) -> int:
         if isinstance(v, bool) or not isinstance(v, int) or v < (0 if allow_zero else 1):
             self.fail(
@@ -378,14 +525,18 @@ class _Reader:
 
 
 __all__ = [
+    "PACE_SETTINGS",
     "AgentSpec",
     "LimitsSpec",
     "ModelSpec",
     "RunSpec",
     "SandboxConfig",
+    "agent_identity",
     "diff_identity",
     "fingerprint",
+    "is_placeholder",
     "load_spec",
     "parse_size",
     "parse_spec",
+    "read_model",
 ]

@@ -22,8 +22,10 @@ step. A step is a mapping::
 calls the request's own shell tool (``shell_call``). Faults are served, in
 order, to the first requests of that step (``times`` each) before the real reply. Fault
 kinds: ``status`` (any HTTP status, optional ``retry_after``), ``malformed`` (``not_json``,
-``no_choices``), ``drop`` (close the connection without answering) and ``delay`` (a slow
-reply). When a script runs out, the server replies with text and no tool call.
+``no_choices``), ``drop`` (close the connection without answering), ``delay`` (a slow
+reply) and ``wait`` (hold the reply until the test calls ``open_gate(name)``, at most
+``timeout`` seconds, default 300: a call known to be in progress). When a script runs
+out, the server replies with text and no tool call.
 
 Without explicit usage, a step reports deterministic counts derived from the request and
 reply sizes. ``ScriptedServer.reported`` sums what was reported, per script.
@@ -82,6 +84,8 @@ class ScriptedServer:
         scripts: script name -> steps (see the module docstring).
         latency: seconds added before every reply (a slow model).
         exhausted_reply: the text sent when a script has no step left.
+        models: when given, the only model ids served; any other gets the 404 a gateway
+            sends for an unknown model.
 
     Example::
 
@@ -95,17 +99,20 @@ class ScriptedServer:
         *,
         latency: float = 0.0,
         exhausted_reply: str = "I have nothing more to do.",
+        models: Sequence[str] | None = None,
     ) -> None:
         self.scripts: dict[str, list[Mapping[str, Any]]] = {
             k: list(v) for k, v in (scripts or {}).items()
         }
         self.latency = latency
         self.exhausted_reply = exhausted_reply
+        self.models = None if models is None else frozenset(models)
         self.requests: list[RecordedRequest] = []
         self.in_flight = 0
         self.max_in_flight = 0
         self.reported: dict[str, Reported] = {}
         self._served: dict[tuple[str | None, int], int] = {}
+        self._gates: dict[str, threading.Event] = {}
         self._lock = threading.Lock()
         self.port_request = 0  # the port start() binds (0: any free port)
         self._httpd: ThreadingHTTPServer | None = None
@@ -162,6 +169,14 @@ class ScriptedServer:
         with self._lock:
             self.scripts[name] = list(steps)
 
+    def _gate(self, name: str) -> threading.Event:
+        with self._lock:
+            return self._gates.setdefault(name, threading.Event())
+
+    def open_gate(self, name: str) -> None:
+        """Release every reply held by a ``wait`` fault on gate ``name`` (now and later)."""
+        self._gate(name).set()
+
     def served(self, script: str | None, step: int) -> int:
         """How many requests for ``step`` of ``script`` have arrived (counted on arrival)."""
         with self._lock:
@@ -211,6 +226,10 @@ class ScriptedServer:
 
     def respond(self, body: Mapping[str, Any]) -> tuple[int, dict[str, str], bytes, str]:
         """Status, headers, body and outcome label for one request (no I/O)."""
+        model = body.get("model")
+        if self.models is not None and model not in self.models:
+            unknown = {"error": {"message": f"model {model!r} not found", "type": "not_found"}}
+            return 404, {}, json.dumps(unknown).encode(), "unknown_model"
         name, step = self._select(body)
         steps = self.scripts.get(name, []) if name is not None else []
         spec: Mapping[str, Any] = steps[step] if step < len(steps) else {}
@@ -218,7 +237,9 @@ class ScriptedServer:
         if fault is not None:
             with self._lock:
                 self.reported.setdefault(name or "", Reported()).faults += 1
-            if "delay" in fault and not ({"status", "malformed", "drop"} & set(fault)):
+            if "wait" in fault:
+                self._gate(str(fault["wait"])).wait(timeout=float(fault.get("timeout", 300)))
+            elif "delay" in fault and not ({"status", "malformed", "drop"} & set(fault)):
                 time.sleep(float(fault["delay"]))
             elif "status" in fault:
                 status = int(fault["status"])

@@ -43,7 +43,7 @@ def test_yaml_file_relative_paths_resolve_against_the_spec(tmp_path):
             "unique",
         ),
         ({"limits": {"model_turns": 0}}, "limits.model_turns"),
-        ({"limits": {"turns": 3}}, "unknown keys ['turns']"),
+        ({"limits": {"turns": 3}}, "limits.turns: unknown key; did you mean 'model_turns'?"),
         ({"sandbox": {"memory": "lots"}}, "sandbox.memory"),
         ({"concurrency": "2"}, "concurrency"),
         (

@@ -33,8 +33,18 @@ def test_gold_run_scores_everything_and_resumes(tmp_path, ray_local):
     spec = _spec(tmp_path, attempts=2)
     seen = []
     out = execute_run(spec, progress=seen.append)
-    assert out.executed == 6 and out.skipped == 0
-    assert seen[0] == {"event": "plan", "total": 6, "done": 0, "pending": 6}
+    assert out.executed == 6 and out.skipped == 0, (
+        out.interrupted,
+        out.stopped_agents,
+        [(r["status"], r.get("error")) for r in out.rows],
+    )
+    assert seen[0] == {
+        "event": "plan",
+        "total": 6,
+        "done": 0,
+        "pending": 6,
+        "agents": {"gold": {"total": 6, "done": 0, "passed": 0, "cost_usd": 0}},
+    }
     assert {r["status"] for r in out.rows} == {"submitted"}
     assert all(r["passed"] for r in out.rows)
     assert out.summary["agents"]["gold"]["accuracy"] == 1.0
@@ -112,3 +122,38 @@ def test_bad_agents_fail_before_any_attempt(tmp_path, agent, needle):
         execute_run(_spec(tmp_path, agents=(agent,)))
     assert needle in str(ei.value) and "agent 'x'" in str(ei.value)
     assert not (tmp_path / "store").exists()
+
+
+def test_agents_differing_only_by_name_get_their_own_attempts(tmp_path):
+    """Guards attempt keys: two agents with the same harness and model collided."""
+    model = ModelSpec(id="m", base_url="http://127.0.0.1:1/v1")
+    spec = _spec(
+        tmp_path,
+        agents=(
+            AgentSpec(name="a", harness="dataspace-agent", model=model),
+            AgentSpec(name="b", harness="dataspace-agent", model=model),
+        ),
+    )
+    keys = [p.key for p in plan_attempts(spec, ["task_1", "task_2"])]
+    assert len(set(keys)) == 4
+
+
+def test_prices_and_pace_do_not_change_identity_or_keys(tmp_path):
+    model = ModelSpec(id="m", base_url="http://127.0.0.1:1/v1", price_input=1.0)
+    agent = AgentSpec(name="a", harness="dataspace-agent", model=model, settings={"x": 1})
+    paced = AgentSpec(
+        name="a",
+        harness="dataspace-agent",
+        model=dataclasses.replace(model, price_input=9.0, max_concurrency=1, connect_timeout=3),
+        settings={"x": 1, "retry": {"max_retries": 2}},
+    )
+    s1 = _spec(tmp_path, agents=(agent,))
+    s2 = _spec(tmp_path, agents=(paced,), concurrency=9, max_infra_retries=0, fail_fast_after=1)
+    assert s1.identity("r") == s2.identity("r")
+    assert plan_attempts(s1, ["task_1"]) == plan_attempts(s2, ["task_1"])
+    moved = _spec(
+        tmp_path, agents=(dataclasses.replace(agent, model=dataclasses.replace(model, id="n")),)
+    )
+    from dataspace.runs.spec import diff_identity
+
+    assert diff_identity(s1.identity("r"), moved.identity("r")) == ["agents[0].model.id"]

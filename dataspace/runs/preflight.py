@@ -1,0 +1,472 @@
+"""Preflight: everything a run needs, checked before anything is recorded or started.
+
+``check_spec`` runs before the spec is recorded and before Ray starts (and on its own as
+``dataspace doctor SPEC``): each agent's harness and settings, its key variable, one
+minimal metered call to its endpoint with its model id, its prices, the sandbox backend
+and image, the release, the store (written and deleted), and the Ray address (a bounded
+TCP check). ``check_machine`` (``dataspace doctor``) checks this host: a local sandbox
+starts, runs a command and has no network; workbench tools and native harness binaries.
+
+Each check is a :class:`Check` naming the spec key it is about and, when it fails, the fix.
+"""
+
+from __future__ import annotations
+
+import functools
+import logging
+import shutil
+import socket
+import tempfile
+import time
+import uuid
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from dataspace.errors import ConfigError, DataSpaceError
+from dataspace.runs.spec import ModelSpec, RunSpec
+
+logger = logging.getLogger(__name__)
+
+PREFLIGHT_MAX_TOKENS = 16
+PREFLIGHT_READ_TIMEOUT = 30.0
+
+
+@dataclass(frozen=True, kw_only=True)
+class Check:
+    """The outcome of one preflight check.
+
+    Attributes:
+        key: the spec key (``agents[0].model.key_env``) or machine part it is about.
+        ok: True when it passed.
+        message: what was found; for a failure, what to do about it.
+        warning: a problem that does not stop the run.
+        seconds: how long the check took.
+        cost_usd: what a metered model call cost (0 for other checks).
+    """
+
+    key: str
+    ok: bool
+    message: str
+    warning: bool = False
+    seconds: float = 0.0
+    cost_usd: float = 0.0
+
+    def line(self) -> str:
+        """One line for the screen."""
+        mark = "ok  " if self.ok and not self.warning else ("warn" if self.ok else "FAIL")
+        return f"{mark} {self.key}: {self.message}"
+
+
+@dataclass(kw_only=True)
+class PreflightReport:
+    """Every check that ran, in order."""
+
+    checks: list[Check] = field(default_factory=list)
+
+    @property
+    def problems(self) -> list[Check]:
+        """The failed checks."""
+        return [c for c in self.checks if not c.ok]
+
+    @property
+    def ok(self) -> bool:
+        """True when nothing failed (warnings allowed)."""
+        return not self.problems
+
+    @property
+    def cost_usd(self) -> float:
+        """The cost of the metered preflight calls."""
+        return sum(c.cost_usd for c in self.checks)
+
+    def raise_for_problems(self, source: str) -> None:
+        """Raise PreflightError listing every failed check, one per line."""
+        if self.problems:
+            raise PreflightError(source, self.problems)
+
+
+class PreflightError(ConfigError):
+    """Preflight found problems; nothing was recorded or started."""
+
+    def __init__(self, source: str, problems: list[Check]) -> None:
+        self.problems = problems
+        lines = "\n".join(f"  {c.key}: {c.message}" for c in problems)
+        n = len(problems)
+        super().__init__(
+            f"{source}: preflight found {n} problem{'s' * (n != 1)} (nothing was recorded "
+            f"or started):\n{lines}"
+        )
+
+
+CheckFn = Callable[[Check], None]
+
+
+def check_spec(
+    spec: RunSpec,
+    *,
+    call_models: bool = True,
+    check_release: bool = True,
+    ray_timeout: float = 10.0,
+    on_check: CheckFn | None = None,
+) -> PreflightReport:
+    """Run every preflight check of ``spec``; never raises for a failed check.
+
+    Args:
+        spec: the validated spec.
+        call_models: make the one minimal metered call per endpoint and model.
+        check_release: validate the release (the controller has already done it).
+        ray_timeout: seconds the Ray address may take to answer.
+        on_check: called with each check as it finishes (for live output).
+    """
+    report = PreflightReport()
+
+    def add(check: Check) -> None:
+        report.checks.append(check)
+        if on_check is not None:
+            on_check(check)
+
+    if check_release:
+        add(_timed("release", lambda: _check_release(spec)))
+    for i, agent in enumerate(spec.agents):
+        add(_timed(f"agents[{i}].harness", functools.partial(_check_harness, agent)))
+    called: set[tuple[Any, ...]] = set()
+    for i, agent in enumerate(spec.agents):
+        m = agent.model
+        if m is None:
+            continue
+        where = f"agents[{i}].model"
+        key_check = _check_key(m, where)
+        add(key_check)
+        if m.price_input == m.price_output == m.price_cached_input == 0:
+            add(
+                Check(
+                    key=f"{where}.prices",
+                    ok=True,
+                    warning=True,
+                    message="all prices are 0: costs will be reported as $0 (set prices: "
+                    "{input, cached_input, output} in USD per million tokens)",
+                )
+            )
+        ident = (m.base_url, m.id, m.key_env)
+        if call_models and key_check.ok and ident not in called:
+            called.add(ident)
+            add(_check_endpoint(m, where))
+    add(_timed("sandbox", lambda: _check_sandbox(spec)))
+    add(_timed("store", lambda: _check_store(spec)))
+    if spec.ray_address:
+        add(_timed("ray.address", lambda: _check_ray(spec.ray_address or "", ray_timeout)))
+    return report
+
+
+def _timed(key: str, fn: Callable[[], str | tuple[str, bool]]) -> Check:
+    t0 = time.monotonic()
+    try:
+        out = fn()
+    except DataSpaceError as exc:
+        return Check(key=key, ok=False, message=_strip(str(exc)), seconds=time.monotonic() - t0)
+    message, warning = out if isinstance(out, tuple) else (out, False)
+    return Check(key=key, ok=True, message=message, warning=warning, seconds=time.monotonic() - t0)
+
+
+def _strip(msg: str) -> str:
+    return " ".join(msg.split())
+
+
+def _check_release(spec: RunSpec) -> str:
+    from dataspace.release import Release
+
+    rel = Release(spec.release)
+    rel.check()
+    ids = rel.task_ids()
+    if spec.tasks is not None:
+        unknown = sorted(set(spec.tasks) - set(ids))
+        if unknown:
+            raise ConfigError(f"tasks not in release {rel.root}: {unknown[:10]}")
+    return f"{rel.root}: {len(ids)} tasks, valid"
+
+
+def _check_harness(agent: Any) -> str:
+    from dataspace.runs.controller import check_agents
+
+    check_agents(RunSpec(run_id="preflight", release="", store="", agents=(agent,)))
+    return f"{agent.harness} (settings valid)"
+
+
+def _check_key(m: ModelSpec, where: str) -> Check:
+    from dataspace.llm.keys import lookup_key
+
+    if not m.key_env:
+        return Check(key=f"{where}.key_env", ok=True, message="no key variable (none sent)")
+    if lookup_key(m.key_env):
+        return Check(key=f"{where}.key_env", ok=True, message=f"${m.key_env} is set")
+    return Check(
+        key=f"{where}.key_env",
+        ok=False,
+        message=f"environment variable {m.key_env} is not set; export {m.key_env}=<your key> "
+        "in the shell that runs dataspace",
+    )
+
+
+def _check_endpoint(m: ModelSpec, where: str) -> Check:
+    """One minimal metered call: the endpoint answers and accepts the model id.
+
+    Plain ``http.client`` (not the SDK, whose import alone takes seconds): a refused or
+    unroutable endpoint is reported within the connect timeout and one retry.
+    """
+    from dataspace.llm.keys import lookup_key
+    from dataspace.llm.usage import Prices, cost_usd, token_counts
+
+    t0 = time.monotonic()
+    key = f"{where}.id" if m.base_url is None else f"{where}.base_url/id"
+    base = (m.base_url or "https://api.openai.com/v1").rstrip("/")
+    body = {
+        "model": m.id,
+        "messages": [{"role": "user", "content": "Reply with the word ok."}],
+        "max_tokens": PREFLIGHT_MAX_TOKENS,
+    }
+    headers = {"Content-Type": "application/json", "Accept": "application/json"}
+    secret = lookup_key(m.key_env) if m.key_env else None
+    if secret:
+        headers["Authorization"] = f"Bearer {secret}"
+    read = min(PREFLIGHT_READ_TIMEOUT, m.read_timeout or PREFLIGHT_READ_TIMEOUT)
+    problem = ""
+    for try_no in range(3):
+        if try_no:
+            time.sleep(0.5 * try_no)
+        try:
+            status, data, latency = _post_json(
+                f"{base}/chat/completions", body, headers, connect=m.connect_timeout, read=read
+            )
+        except OSError as exc:
+            reason = "timed out" if isinstance(exc, TimeoutError) else (exc.strerror or str(exc))
+            problem = f"model endpoint {base} cannot be reached ({reason}); check base_url"
+            continue
+        snippet = data[:300].decode("utf-8", "replace").replace("\n", " ")
+        if 200 <= status < 300:
+            try:
+                import json
+
+                payload = json.loads(data)
+                usage = payload.get("usage") if isinstance(payload, dict) else None
+                if not isinstance(payload, dict) or not payload.get("choices"):
+                    raise ValueError("no choices")
+            except ValueError:
+                problem = f"model endpoint {base} answered 200 with no chat completion: {snippet}"
+                continue
+            tokens = token_counts(usage if isinstance(usage, dict) else None)
+            cost = cost_usd(tokens, Prices.of(m))
+            n = tokens.input_tokens + tokens.output_tokens
+            return Check(
+                key=key,
+                ok=True,
+                message=f"{base} accepted {m.id!r} in {latency:.2f} s ({n} tokens, ${cost:.6f})",
+                seconds=time.monotonic() - t0,
+                cost_usd=cost,
+            )
+        if status in (401, 403, 404):
+            problem = (
+                f"model endpoint {base} refused model {m.id!r} with HTTP {status}: {snippet} "
+                f"(check base_url, model id and the key in ${m.key_env})"
+            )
+            break
+        problem = f"model endpoint {base} answered HTTP {status}: {snippet}"
+        if status not in (408, 409, 425, 429) and status < 500:
+            break
+    return Check(key=key, ok=False, message=problem, seconds=time.monotonic() - t0)
+
+
+def _post_json(
+    url: str, body: Any, headers: dict[str, str], *, connect: float, read: float
+) -> tuple[int, bytes, float]:
+    """POST ``body`` as JSON; (status, body, seconds). Raises OSError when unreachable."""
+    import http.client
+    import json
+    from urllib.parse import urlsplit
+
+    parts = urlsplit(url)
+    conn_cls = (
+        http.client.HTTPSConnection if parts.scheme == "https" else http.client.HTTPConnection
+    )
+    conn = conn_cls(parts.hostname or "", parts.port, timeout=connect)
+    t0 = time.monotonic()
+    try:
+        conn.connect()
+        if conn.sock is not None:
+            conn.sock.settimeout(read)
+        path = parts.path + (f"?{parts.query}" if parts.query else "")
+        conn.request("POST", path, body=json.dumps(body).encode(), headers=headers)
+        resp = conn.getresponse()
+        data = resp.read()
+        return resp.status, data, time.monotonic() - t0
+    except http.client.HTTPException as exc:
+        raise OSError(f"bad HTTP answer: {exc}") from exc
+    finally:
+        conn.close()
+
+
+def check_backend_name(spec: RunSpec) -> None:
+    """Raise ConfigError (with the nearest known name) for an unknown ``sandbox.backend``."""
+    import difflib
+
+    from dataspace.sandbox import backend_names
+
+    name = spec.sandbox.backend
+    if name not in backend_names():
+        close = difflib.get_close_matches(name, backend_names(), n=1, cutoff=0.5)
+        hint = f"did you mean {close[0]!r}? " if close else ""
+        raise ConfigError(
+            f"sandbox.backend {name!r} is unknown; {hint}known backends: "
+            f"{', '.join(backend_names())}"
+        )
+
+
+def _check_sandbox(spec: RunSpec) -> str | tuple[str, bool]:
+    from dataspace.sandbox import get_backend
+
+    check_backend_name(spec)
+    name = spec.sandbox.backend
+    backend = get_backend(name, **dict(spec.sandbox.options))
+    check_image = getattr(backend, "check_image", None)
+    if spec.sandbox.image and callable(check_image):
+        check_image(spec.sandbox.image)
+        return f"{name} backend, image {spec.sandbox.image} present"
+    if spec.sandbox.image and name == "local":
+        return (f"local backend ready (it does not use sandbox.image {spec.sandbox.image!r})", True)
+    return f"{name} backend ready"
+
+
+def _check_store(spec: RunSpec) -> str:
+    from dataspace.store import open_store
+
+    store = open_store(spec.store)
+    probe = f"runs/{spec.run_id}/.preflight-{uuid.uuid4().hex[:12]}"
+    store.put_bytes(probe, b"preflight\n")
+    store.delete(probe)
+    return f"{spec.store} writable"
+
+
+def _check_ray(address: str, timeout: float) -> str:
+    from dataspace.runs.ray_start import check_reachable
+
+    check_reachable(address, timeout=timeout)
+    return f"{address} answers"
+
+
+# ---- the machine --------------------------------------------------------------------------
+
+WORKBENCH_TOOLS = ("python3", "sqlite3", "sh")
+NATIVE_HARNESSES = ("codex", "claude-code", "grok-build")
+
+
+def check_machine(*, on_check: CheckFn | None = None) -> PreflightReport:
+    """Check this host: local sandbox isolation, workbench tools, harness binaries, Ray."""
+    report = PreflightReport()
+
+    def add(check: Check) -> None:
+        report.checks.append(check)
+        if on_check is not None:
+            on_check(check)
+
+    add(_timed("python", _check_python))
+    add(_timed("ray", _check_ray_package))
+    add(_timed("sandbox.local", _check_local_isolation))
+    for name in NATIVE_HARNESSES:
+        add(_timed(f"harness.{name}", functools.partial(_check_native, name)))
+    return report
+
+
+def _check_python() -> str:
+    import sys
+
+    v = sys.version_info
+    if v[:2] != (3, 11):
+        raise ConfigError(f"Python {v.major}.{v.minor} found; DataSpace needs Python 3.11")
+    return f"Python {v.major}.{v.minor}.{v.micro}"
+
+
+def _check_ray_package() -> str:
+    try:
+        import ray
+    except ImportError as exc:
+        raise ConfigError(
+            "the ray package is missing: pip install -e . (it is a dependency)"
+        ) from exc
+    return f"ray {ray.__version__} installed"
+
+
+def _check_local_isolation() -> str:
+    """A real local sandbox: it runs a command, has the workbench tools and no network."""
+    from dataspace.errors import SandboxError
+    from dataspace.sandbox import Limits, SandboxSpec, get_backend
+
+    listener = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    listener.bind(("127.0.0.1", 0))
+    listener.listen(1)
+    port = listener.getsockname()[1]
+    ws = Path(tempfile.mkdtemp(prefix="ds-doctor-"))
+    try:
+        (ws / "hello.txt").write_text("hello\n")
+        ws.chmod(0o755)
+        (ws / "hello.txt").chmod(0o644)
+        try:
+            backend = get_backend("local")
+            sb = backend.create(
+                SandboxSpec(
+                    workspace=ws, limits=Limits(cpus=1, memory_bytes=512 * 1024**2, wall_seconds=60)
+                )
+            )
+        except SandboxError as exc:
+            raise ConfigError(f"the local sandbox cannot start here: {exc}") from exc
+        try:
+            r = sb.exec("cat /workspace/hello.txt", timeout=30)
+            if r.stdout.strip() != "hello":
+                raise ConfigError(f"the local sandbox cannot read its workspace: {r.stderr!r}")
+            missing = [
+                t for t in WORKBENCH_TOOLS if sb.exec(f"command -v {t}", timeout=30).exit_code
+            ]
+            probe = (
+                "python3 -c \"import socket; socket.create_connection(('127.0.0.1', "
+                f'{port}), timeout=3)"'
+            )
+            net = sb.exec(probe, timeout=30)
+            if net.exit_code == 0:
+                raise ConfigError(
+                    "the local sandbox reached the host's loopback: network isolation is NOT "
+                    "working on this host (network namespaces needed)"
+                )
+            enforcement = sb.info().get("enforcement", "?")
+        finally:
+            sb.close()
+    finally:
+        listener.close()
+        shutil.rmtree(ws, ignore_errors=True)
+    if missing:
+        raise ConfigError(f"workbench tools missing in the sandbox: {', '.join(missing)}")
+    return f"starts, reads /workspace, no network, limits by {enforcement}"
+
+
+def _check_native(harness: str) -> str | tuple[str, bool]:
+    """A native harness at its pinned version (a warning when it is missing)."""
+    from dataspace.agents.native.install import harness_state
+
+    state = harness_state(harness)
+    if not state.ready:
+        return (f"{state.problem} (needed only for the {harness} harness); {state.fix}", True)
+    return f"{harness} {state.installed} at {state.path}"
+
+
+def lines(checks: Iterable[Check]) -> list[str]:
+    """The screen lines of ``checks``."""
+    return [c.line() for c in checks]
+
+
+__all__ = [
+    "Check",
+    "PreflightError",
+    "PreflightReport",
+    "check_backend_name",
+    "check_machine",
+    "check_spec",
+    "lines",
+]
