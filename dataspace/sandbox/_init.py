@@ -66,6 +66,7 @@ SYS_OPEN_TREE, SYS_MOVE_MOUNT, SYS_FSOPEN, SYS_FSCONFIG, SYS_FSMOUNT = 428, 429,
 OPEN_TREE_CLONE = 1
 OPEN_TREE_CLOEXEC = 0o2000000
 FSOPEN_CLOEXEC = 1
+FSCONFIG_SET_STRING = 1
 FSCONFIG_SET_FD = 5
 FSCONFIG_CMD_CREATE = 6
 FSMOUNT_CLOEXEC = 1
@@ -140,23 +141,38 @@ def syscall(number, *args, what):
     return result
 
 
-def hidden_bind(src, dst, empty):
+def empty_tmpfs(fds):
+    """A detached, read-only, empty tmpfs; its descriptor is appended to ``fds``."""
+    fs = syscall(SYS_FSOPEN, b"tmpfs", FSOPEN_CLOEXEC, what="fsopen tmpfs")
+    fds.append(fs)
+    for key, value in ((b"size", b"4k"), (b"nr_inodes", b"2"), (b"mode", b"0755")):
+        syscall(SYS_FSCONFIG, fs, FSCONFIG_SET_STRING, key, value, 0,
+                what="tmpfs " + key.decode())  # fmt: skip
+    syscall(SYS_FSCONFIG, fs, FSCONFIG_CMD_CREATE, None, None, 0, what="tmpfs create")
+    attrs = MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV
+    mounted = syscall(SYS_FSMOUNT, fs, FSMOUNT_CLOEXEC, attrs, what="fsmount tmpfs")
+    fds.append(mounted)
+    return mounted
+
+
+def hidden_bind(src, dst):
     """Show ``src`` read-only at ``dst`` with no trace of its host path in mountinfo.
 
     A bind mount's mountinfo line names the source folder's path in its filesystem. A
-    read-only overlay whose layers are given as descriptors of detached copies of the
-    folder (and of an empty one: an overlay without an upper layer needs two) names only
-    ``/``: a detached mount has no path above its root.
+    read-only overlay whose layers are given as descriptors of detached mounts names only
+    ``/``: a detached mount has no path above its root. The layers are a detached copy of
+    the folder, on top, and, below it (an overlay without an upper layer needs two), the
+    root of a detached empty tmpfs. That root is never in any tree, so nothing can remove
+    it: the overlay reads every layer of its root folder, the only one merged from both,
+    and an empty layer that was a removed folder makes that read come back empty.
     """
     fds = []
     try:
-        layers = []
-        for path in (src, empty):
-            fd = syscall(SYS_OPEN_TREE, AT_FDCWD, os.fsencode(path),
-                         OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC | AT_RECURSIVE,
-                         what=f"open_tree {path}")  # fmt: skip
-            fds.append(fd)
-            layers.append(fd)
+        fd = syscall(SYS_OPEN_TREE, AT_FDCWD, os.fsencode(src),
+                     OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC | AT_RECURSIVE,
+                     what=f"open_tree {src}")  # fmt: skip
+        fds.append(fd)
+        layers = [fd, empty_tmpfs(fds)]
         fs = syscall(SYS_FSOPEN, b"overlay", FSOPEN_CLOEXEC, what="fsopen overlay")
         fds.append(fs)
         for fd in layers:
@@ -209,14 +225,11 @@ def build_root(root, ops):
         kind = op[0]
         if kind == "hidden":
             started = time.monotonic()
-            empty = root + "/.empty"
-            mkdirs(empty)
             try:
-                hidden_bind(op[1], root + op[2], empty)
+                hidden_bind(op[1], root + op[2])
             except OSError:  # an older kernel: a plain bind mount shows the host path
                 hidden = False
                 bind(op[1], root + op[2], readonly=True)
-            os.rmdir(empty)
             workspace_seconds = time.monotonic() - started
         elif kind == "bind":
             started = time.monotonic()

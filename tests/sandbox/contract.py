@@ -22,6 +22,22 @@ MakeSandbox = Callable[..., Sandbox]
 
 WORKSPACE_CSV = "id,name\n1,alpha\n2,beta\n"
 
+# Prints the root's names joined by "/", then "<path> <size or ->" for every entry below.
+WALK_WORKSPACE = """
+import os
+print("/".join(sorted(os.listdir("/workspace"))))
+for top, dirs, files in os.walk("/workspace"):
+    for name in dirs + files:
+        path = os.path.join(top, name)
+        size = "-" if name in dirs else os.stat(path).st_size
+        print(os.path.relpath(path, "/workspace"), size)
+"""
+
+
+def _entry(line: str) -> tuple[str, int | None]:
+    path, size = line.rsplit(" ", 1)
+    return path, None if size == "-" else int(size)
+
 
 @pytest.mark.sandbox
 class SandboxContract:
@@ -169,6 +185,40 @@ class SandboxContract:
         for command in ("echo x > /workspace/new.txt", "rm /workspace/data.csv"):
             assert sandbox.exec(command).exit_code != 0
         assert sandbox.exec("cat /workspace/data.csv").stdout == WORKSPACE_CSV
+
+    def test_workspace_lists_every_staged_file(
+        self, make_sandbox: MakeSandbox, workspace: Path
+    ) -> None:
+        """An agent's first step: ``ls`` and Python list every staged file, nested ones too."""
+        deep = workspace / "docs" / "deep" / "deeper"
+        deep.mkdir(parents=True)
+        (deep / "rows.json").write_text('[{"id": 1}]\n')
+        (workspace / "说明.md").write_text("中文说明\n")
+        (workspace / "empty").mkdir()
+        staged = {
+            path.relative_to(workspace).as_posix(): path.stat().st_size if path.is_file() else None
+            for path in workspace.rglob("*")
+        }
+        folders = ["", *sorted(name for name, size in staged.items() if size is None)]
+        sandbox = make_sandbox()
+        walked = sandbox.exec(["python3", "-c", WALK_WORKSPACE])
+        assert walked.exit_code == 0, walked.stderr
+        root_line, *entries = walked.stdout.splitlines()
+        top = sorted(name for name in staged if "/" not in name)
+        assert root_line.split("/") == top, f"os.listdir: {root_line!r}, staged: {top}"
+        found = dict(_entry(line) for line in entries)
+        assert found == staged, f"os.walk: {found}, staged: {staged}"
+        listed: dict[str, int | None] = {}
+        for folder in folders:
+            result = sandbox.exec(["ls", "-la", f"/workspace/{folder}".rstrip("/")])
+            assert result.exit_code == 0, result.stderr
+            for line in result.stdout.splitlines()[1:]:  # after "total N"
+                mode, _, _, _, size, *_, name = line.split(None, 8)
+                if name not in (".", ".."):
+                    key = f"{folder}/{name}".lstrip("/")
+                    listed[key] = None if mode.startswith("d") else int(size)
+        assert listed == staged, f"ls -la: {listed}, staged: {staged}"
+        assert sandbox.exec("touch /workspace/docs/deep/deeper/new").exit_code != 0
 
     def test_write_then_read(self, sandbox: Sandbox) -> None:
         payload = bytes(range(256)) * 4

@@ -40,6 +40,8 @@ report = {
     "ids": sandbox.exec("id -u; id -g").stdout.split(),
     "caps": sandbox.exec("grep -E '^CapEff' /proc/self/status").stdout.split()[1],
     "workspace": sandbox.exec("cat /workspace/data.csv").stdout,
+    "listing": sandbox.exec("ls /workspace /workspace/docs").stdout,
+    "hidden": info["workspace_host_path_hidden"],
     "workspace_write": sandbox.exec("touch /workspace/new").exit_code,
     "timeout": sandbox.exec("sleep 30 & sleep 31", timeout=0.5).status,
     "network": sandbox.exec(
@@ -90,6 +92,8 @@ def test_an_unprivileged_controller_gets_the_same_isolation(shared_dir: Path) ->
     workspace = shared_dir / "workspace"
     workspace.mkdir(mode=0o755)
     (workspace / "data.csv").write_text("a\n1\n")
+    (workspace / "docs").mkdir(mode=0o755)
+    (workspace / "docs" / "notes.md").write_text("# notes\n")
     state = shared_dir / "state"
     state.mkdir()
     os.chown(state, NOBODY, NOBODY)
@@ -110,6 +114,8 @@ def test_an_unprivileged_controller_gets_the_same_isolation(shared_dir: Path) ->
     assert report["ids"] == [str(NOBODY), str(NOBODY)]
     assert int(report["caps"], 16) == 0
     assert report["workspace"] == "a\n1\n"
+    assert report["listing"] == "/workspace:\ndata.csv\ndocs\n\n/workspace/docs:\nnotes.md\n"
+    assert report["hidden"] is True
     assert report["workspace_write"] != 0
     assert report["timeout"] == "timeout"
     assert report["network"] != 0
