@@ -170,7 +170,8 @@ class RunSpec:
         """The part of the spec that decides results (what the fingerprint covers).
 
         Release content, task selection, each agent's harness, model id and endpoint and
-        settings, limits, sandbox runtime, protocol profile and attempts. Not what only changes pace or price:
+        settings, limits, sandbox runtime, protocol profile and attempts. Not what only
+        changes pace or price:
         concurrency, ``max_concurrency``, retry pacing (``settings.retry``, timeouts,
         ``max_infra_retries``, ``fail_fast_after``), prices (costs are recomputed from
         tokens with the prices of the latest invocation), the spend limit, where the
