@@ -48,12 +48,12 @@ def test_every_rule_differs_between_the_profiles_but_stripping() -> None:
 
 
 def test_result_rows_and_report_headings_carry_the_profile() -> None:
-    from dataspace.report.basic import render_html, render_markdown
+    from dataspace.report.basic import summary_markdown, summary_page
     from dataspace.runs.results import COLUMNS, normalize_row
 
     assert "protocol" in dict(COLUMNS)
     assert normalize_row({"protocol": "extended"})["protocol"] == "extended"
     summary = {"run_id": "r", "protocol": "extended", "attempts": 0, "wall_seconds": 0.0}
     summary["agents"] = {}
-    assert "Protocol: extended." in render_markdown(summary)
-    assert "Protocol: extended." in render_html(summary)
+    assert "Protocol: extended." in summary_markdown(summary)
+    assert "Protocol: extended." in summary_page(summary)
