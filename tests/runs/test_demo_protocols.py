@@ -87,7 +87,7 @@ def test_dataspace_agent_solves_demo_tasks_under_each_profile(
 ) -> None:
     """Guards a real DataSpace-Agent loop on demo tasks, scored, under both profiles."""
     from dataspace.release import Release
-    from dataspace.report.basic import render_markdown
+    from dataspace.report.basic import summary_markdown
     from dataspace.runs.controller import execute_run
     from dataspace.runs.spec import parse_spec
 
@@ -126,7 +126,7 @@ def test_dataspace_agent_solves_demo_tasks_under_each_profile(
     assert all(r["status"] == "submitted" and r["passed"] is True for r in rows), rows
     assert {r["protocol"] for r in rows} == {protocol}
     assert all(r["model_turns"] == 4 and r["tool_actions"] == 3 for r in rows)
-    assert f"Protocol: {protocol}." in render_markdown(outcome.summary)
+    assert f"Protocol: {protocol}." in summary_markdown(outcome.summary)
     # what the model saw differs between the profiles only where the profile says so
     first = next(r for r in server.requests if r.step == 1)
     reminder = first.body["messages"][3]["content"]
