@@ -65,7 +65,8 @@ _ALLOWED = {
     "harness_sandbox",
     "request_timeout",
 }
-_IGNORED = {"model", "run_id"}
+# the protocol profile shapes DataSpace-Agent's loop; a native CLI runs its own (the row still says which)
+_IGNORED = {"model", "run_id", "protocol"}
 
 
 @dataclass(frozen=True, kw_only=True)
