@@ -65,7 +65,7 @@ _ALLOWED = {
     "harness_sandbox",
     "request_timeout",
 }
-# the protocol profile shapes DataSpace-Agent's loop; a native CLI runs its own (the row still says which)
+# the protocol profile shapes DataSpace-Agent's loop; a native CLI runs its own loop
 _IGNORED = {"model", "run_id", "protocol"}
 
 
