@@ -241,6 +241,10 @@ class SmolagentsAgent:
                     "DATASPACE_RELAY_TOKEN": relay.token,
                     "HF_HUB_OFFLINE": "1",
                     "HF_HUB_DISABLE_TELEMETRY": "1",
+                    # Inside the local sandbox, pyarrow's jemalloc pool crashes (SIGSEGV in
+                    # compute.take) when smolagents' executor thread filters a DataFrame;
+                    # the system allocator gives the same results.
+                    "ARROW_DEFAULT_MEMORY_POOL": "system",
                 },
             )
         finally:
