@@ -148,10 +148,11 @@ def check_spec(
                     "{input, cached_input, output} in USD per million tokens)",
                 )
             )
-        ident = (m.base_url, m.id, m.key_env)
+        wire = _wire_of(agent.harness)
+        ident = (m.base_url, m.id, m.key_env, wire)
         if call_models and key_check.ok and ident not in called:
             called.add(ident)
-            add(_check_endpoint(m, where))
+            add(_check_endpoint(m, where, wire=wire))
     add(_timed("sandbox", lambda: _check_sandbox(spec)))
     add(_timed("store", lambda: _check_store(spec)))
     if spec.ray_address:
@@ -208,27 +209,107 @@ def _check_key(m: ModelSpec, where: str) -> Check:
     )
 
 
-def _check_endpoint(m: ModelSpec, where: str) -> Check:
+def _wire_of(harness: str) -> str:
+    """The wire API a harness speaks to its model (``chat`` unless a native CLI says so)."""
+    from dataspace.agents import _HARNESSES
+
+    target = _HARNESSES.get(harness)
+    if target is None or ".native." not in target:
+        return "chat"
+    import importlib
+
+    module_name, cls_name = target.split(":")
+    cls = getattr(importlib.import_module(module_name), cls_name)
+    return str(getattr(cls, "wire", "") or "chat")
+
+
+# the minimal request of each wire API: (path, body, answer field that must be present)
+_PROBE_PROMPT = "Reply with the word ok."
+
+
+def _probe(wire: str, model_id: str) -> tuple[str, dict[str, Any], str]:
+    if wire == "responses":
+        body = {"model": model_id, "input": _PROBE_PROMPT, "max_output_tokens": 16}
+        return "/responses", body, "output"
+    if wire == "messages":
+        msgs = [{"role": "user", "content": _PROBE_PROMPT}]
+        body = {"model": model_id, "max_tokens": PREFLIGHT_MAX_TOKENS, "messages": msgs}
+        return "/v1/messages", body, "content"
+    msgs = [{"role": "user", "content": _PROBE_PROMPT}]
+    body = {"model": model_id, "messages": msgs, "max_tokens": PREFLIGHT_MAX_TOKENS}
+    return "/chat/completions", body, "choices"
+
+
+def _probe_tokens(usage: Any) -> Any:
+    """Token counts of any wire's ``usage`` (chat's names, or Responses'/Messages' names)."""
+    from dataspace.llm.usage import token_counts
+
+    if isinstance(usage, dict) and "prompt_tokens" not in usage and "input_tokens" in usage:
+        usage = {"prompt_tokens": usage.get("input_tokens"),
+                 "completion_tokens": usage.get("output_tokens")}  # fmt: skip
+    return token_counts(usage if isinstance(usage, dict) else None)
+
+
+def _reply_usage(data: bytes, answer_field: str) -> Any:
+    """The ``usage`` of a reply: one JSON object, or an event stream.
+
+    Some endpoints stream whatever the request asks. Raises ValueError when the body is no
+    model reply at all.
+    """
+    import json
+
+    try:
+        payload = json.loads(data)
+    except ValueError:
+        payload = None
+    if isinstance(payload, dict):
+        if answer_field not in payload:
+            raise ValueError(f"no {answer_field}")
+        return payload.get("usage")
+    usage, events = None, 0
+    for line in data.decode("utf-8", "replace").splitlines():
+        if not line.startswith("data:"):
+            continue
+        try:
+            event = json.loads(line[5:].strip())
+        except ValueError:
+            continue
+        if not isinstance(event, dict):
+            continue
+        events += 1
+        for holder in (event, event.get("response"), event.get("message")):
+            if isinstance(holder, dict) and isinstance(holder.get("usage"), dict):
+                usage = holder["usage"]
+    if not events:
+        raise ValueError("not a model reply")
+    return usage
+
+
+def _check_endpoint(m: ModelSpec, where: str, *, wire: str = "chat") -> Check:
     """One minimal metered call: the endpoint answers and accepts the model id.
 
-    Plain ``http.client`` (not the SDK, whose import alone takes seconds): a refused or
-    unroutable endpoint is reported within the connect timeout and one retry.
+    The call speaks the harness's wire API (Chat Completions, Responses for Codex,
+    Anthropic Messages for Claude Code). Plain ``http.client`` (not the SDK, whose import
+    alone takes seconds): a refused or unroutable endpoint is reported within the connect
+    timeout and one retry.
     """
     from dataspace.llm.keys import lookup_key
-    from dataspace.llm.usage import Prices, cost_usd, token_counts
+    from dataspace.llm.usage import Prices, cost_usd
 
     t0 = time.monotonic()
     key = f"{where}.id" if m.base_url is None else f"{where}.base_url/id"
     base = (m.base_url or "https://api.openai.com/v1").rstrip("/")
-    body = {
-        "model": m.id,
-        "messages": [{"role": "user", "content": "Reply with the word ok."}],
-        "max_tokens": PREFLIGHT_MAX_TOKENS,
-    }
+    path, body, answer_field = _probe(wire, m.id)
+    if wire == "messages" and base.endswith("/v1"):
+        base = base[: -len("/v1")]
     headers = {"Content-Type": "application/json", "Accept": "application/json"}
     secret = lookup_key(m.key_env) if m.key_env else None
     if secret:
         headers["Authorization"] = f"Bearer {secret}"
+        if wire == "messages":
+            headers["x-api-key"] = secret
+    if wire == "messages":
+        headers["anthropic-version"] = "2023-06-01"
     read = min(PREFLIGHT_READ_TIMEOUT, m.read_timeout or PREFLIGHT_READ_TIMEOUT)
     problem = ""
     for try_no in range(3):
@@ -236,7 +317,7 @@ def _check_endpoint(m: ModelSpec, where: str) -> Check:
             time.sleep(0.5 * try_no)
         try:
             status, data, latency = _post_json(
-                f"{base}/chat/completions", body, headers, connect=m.connect_timeout, read=read
+                f"{base}{path}", body, headers, connect=m.connect_timeout, read=read
             )
         except OSError as exc:
             reason = "timed out" if isinstance(exc, TimeoutError) else (exc.strerror or str(exc))
@@ -245,16 +326,11 @@ def _check_endpoint(m: ModelSpec, where: str) -> Check:
         snippet = data[:300].decode("utf-8", "replace").replace("\n", " ")
         if 200 <= status < 300:
             try:
-                import json
-
-                payload = json.loads(data)
-                usage = payload.get("usage") if isinstance(payload, dict) else None
-                if not isinstance(payload, dict) or not payload.get("choices"):
-                    raise ValueError("no choices")
+                usage = _reply_usage(data, answer_field)
             except ValueError:
-                problem = f"model endpoint {base} answered 200 with no chat completion: {snippet}"
+                problem = f"model endpoint {base} answered 200 with no {wire} reply: {snippet}"
                 continue
-            tokens = token_counts(usage if isinstance(usage, dict) else None)
+            tokens = _probe_tokens(usage)
             cost = cost_usd(tokens, Prices.of(m))
             n = tokens.input_tokens + tokens.output_tokens
             return Check(
