@@ -19,6 +19,8 @@ Operations:
     ``run``         run a command with a timeout, a clean environment and an output cap; on
                     timeout kill everything it started; report OOM kills.
     ``read``        read a regular file under the output folder, never following a link.
+    ``image-file``  read a regular file of the image by absolute path, size-limited (the
+                    Data Workbench Runtime manifest).
     ``write``       write a file under the output folder atomically, never following a link.
     ``collect``     tar the output folder's regular files (links skipped, size-limited).
 
@@ -374,6 +376,25 @@ def op_read(args):
     return 0
 
 
+def op_image_file(args):
+    path, limit = args["path"], int(args["max_bytes"])
+    try:
+        # the image's own file, read before any command ran: links of the image are fine
+        fd = os.open(host(path), os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+        with os.fdopen(fd, "rb") as handle:
+            if not stat.S_ISREG(os.fstat(fd).st_mode):
+                raise PermissionError(errno.EACCES, "not a regular file")
+            data = handle.read(limit + 1)
+    except OSError as exc:
+        emit(fail(exc))
+        return 0
+    if len(data) > limit:
+        emit({"ok": False, "errno": errno.EFBIG, "message": f"larger than {limit} bytes"})
+        return 0
+    emit({"ok": True, "size": len(data)}, data)
+    return 0
+
+
 def op_write(args):
     parts, size = args["parts"], int(args["size"])
     data = read_stdin(size)
@@ -475,6 +496,7 @@ OPS = {
     "stage": op_stage,
     "run": op_run,
     "read": op_read,
+    "image-file": op_image_file,
     "write": op_write,
     "collect": op_collect,
 }

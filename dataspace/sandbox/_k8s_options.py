@@ -23,7 +23,8 @@ class PodFailedError(SandboxError):
 
     Attributes:
         code: ``pod_pending_timeout``, ``image_pull``, ``pod_evicted``, ``pod_failed``,
-            ``pod_gone``, ``staging``, ``k8s_api`` or ``slots``.
+            ``pod_gone``, ``staging``, ``k8s_api``, ``slots`` or ``runtime_manifest``
+            (the image holds no readable Data Workbench Runtime manifest).
         pod: the pod name (may be empty when creation never got that far).
         events: the pod's recent events, one per line.
     """

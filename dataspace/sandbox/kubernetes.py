@@ -45,6 +45,12 @@ failed, so Pending pods only ever block other creations, never a ready sandbox; 
 Ray job the slots are shared by the whole cluster through one named actor
 (``_k8s_limits.py``).
 
+**Runtime manifest.** Once the pod is ready the controller reads the image's
+``/opt/dataspace/runtime-manifest.json`` (written by ``images/workbench_manifest.py`` when
+``images/build.sh`` builds the image) through the helper, at most 1 MiB, parsed strictly;
+its identity is the attempt record's ``runtime``, as with the local backend. An image
+without a readable manifest fails the sandbox (``runtime_manifest``).
+
 **Failures.** Waiting for Ready has a timeout whose error carries the pod's events. Image
 pull errors, evictions for node pressure, lost nodes, vanished pods and API failures past
 retries raise ``PodFailedError`` (a ``SandboxError``, so the attempt is retried as an
@@ -194,6 +200,7 @@ class KubernetesSandbox:
         self._execs = 0
         self._timings: dict[str, float] = {}
         self._node: str | None = None
+        self._runtime: dict[str, Any] = {}
         self._uid = opts.uid if opts.uid is not None else UID_BASE + int(self.id, 16) % UID_SPAN
         self._env = {
             "PATH": opts.path,
@@ -245,6 +252,7 @@ class KubernetesSandbox:
         self._timings["slot_wait"] = time.monotonic() - started
         try:
             self._start()
+            self._runtime = self._read_runtime()
         except BaseException:
             self._cleanup_failed_start()
             raise
@@ -317,6 +325,37 @@ class KubernetesSandbox:
                 self._timings["ready"] = time.monotonic() - t0
                 return
             self._raise_for(state, "did not start")
+
+    def _read_runtime(self) -> dict[str, Any]:
+        """The identity of the Data Workbench Runtime manifest the pod's image holds."""
+        from dataspace.sandbox import workbench
+
+        image = self.manifest["spec"]["containers"][0]["image"]
+        path = workbench.MANIFEST_PATH
+        args = {"path": path, "max_bytes": workbench.MANIFEST_MAX_BYTES}
+        try:
+            reply = self._helper("image-file", args, timeout=60.0)
+        except (ExecLostError, ApiCallError) as exc:
+            raise PodFailedError(
+                f"sandbox for {self._what()}: reading {path} failed: {exc}",
+                code="k8s_api",
+                pod=self.name,
+            ) from exc
+        head = reply.header
+        try:
+            if not head.get("ok"):
+                raise ValueError(head.get("message") or "unreadable")
+            manifest = workbench.parse_manifest(reply.payload[: int(head.get("size", 0))])
+        except ValueError as exc:  # UnicodeDecodeError and JSONDecodeError included
+            raise PodFailedError(
+                f"sandbox pod {self._ns}/{self.name}: image {image} has no readable Data "
+                f"Workbench Runtime manifest at {path} ({exc}); build the runtime image with "
+                "images/build.sh and set sandbox.image to it",
+                code="runtime_manifest",
+                pod=self.name,
+            ) from None
+        self._timings["runtime_manifest_bytes"] = float(head.get("size", 0))
+        return workbench.manifest_identity(manifest)
 
     def _create_pod(self) -> dict[str, Any]:
         """POST the pod; resolve lost answers (409 on our own name) and name clashes."""
@@ -706,6 +745,7 @@ class KubernetesSandbox:
             "pod": self.name,
             "node": self._node,
             "image": self.manifest["spec"]["containers"][0]["image"],
+            "runtime": dict(self._runtime),
             "uid": self._uid,
             "network": "none (NetworkPolicy)",
             "staging": {

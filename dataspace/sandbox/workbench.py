@@ -24,6 +24,10 @@ from dataspace.errors import SandboxError
 
 RUNTIME_ROOT = "/opt/dataspace"
 MANIFEST_NAME = "runtime-manifest.json"
+MANIFEST_PATH = f"{RUNTIME_ROOT}/{MANIFEST_NAME}"
+"""Where an image (and the local sandbox's view) holds the manifest."""
+MANIFEST_MAX_BYTES = 1024**2
+"""The most of a manifest read from a sandbox image (a real one is a few KiB)."""
 PYTHON_DIR = "python"
 """The workbench Python's virtual environment, under the runtime root."""
 TOOLS_MANIFEST = f"{RUNTIME_ROOT}/TOOLS.md"
@@ -79,6 +83,34 @@ def read_manifest(root: str | Path = RUNTIME_ROOT) -> dict[str, Any]:
     return manifest
 
 
+def parse_manifest(data: bytes) -> dict[str, Any]:
+    """A manifest read from an image, parsed strictly (used where the bytes come from a pod).
+
+    Raises:
+        ValueError: not UTF-8 JSON, a duplicate key, not an object, or no runtime, version
+            or TOOLS.md hash (the message says which).
+    """
+
+    def pairs(items: list[tuple[str, Any]]) -> dict[str, Any]:
+        out: dict[str, Any] = {}
+        for key, value in items:
+            if key in out:
+                raise ValueError(f"duplicate key {key!r}")
+            out[key] = value
+        return out
+
+    def constant(name: str) -> Any:
+        raise ValueError(f"{name} is not JSON")
+
+    manifest = json.loads(data.decode("utf-8"), object_pairs_hook=pairs, parse_constant=constant)
+    if not isinstance(manifest, dict):
+        raise ValueError("not a JSON object")
+    for key in ("runtime", "runtime_version", "tools_sha256"):
+        if not isinstance(manifest.get(key), str) or not manifest[key]:
+            raise ValueError(f"no {key}")
+    return manifest
+
+
 def manifest_identity(manifest: Mapping[str, Any]) -> dict[str, Any]:
     """What of a manifest decides results: runtime, TOOLS.md and package-list hashes.
 
@@ -111,10 +143,13 @@ def runtime_identity(
 
 __all__ = [
     "ENVIRONMENT",
+    "MANIFEST_MAX_BYTES",
     "MANIFEST_NAME",
+    "MANIFEST_PATH",
     "RUNTIME_ROOT",
     "TOOLS_MANIFEST",
     "manifest_identity",
+    "parse_manifest",
     "read_manifest",
     "runtime_identity",
 ]

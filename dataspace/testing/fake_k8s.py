@@ -53,6 +53,18 @@ from urllib.parse import parse_qs, urlsplit
 
 logger = logging.getLogger(__name__)
 
+RUNTIME_MANIFEST: dict[str, Any] = {
+    "runtime": "Data Workbench Runtime",
+    "runtime_version": "1.0",
+    "tools_sha256": hashlib.sha256(b"fake TOOLS.md").hexdigest(),
+    "capabilities_sha256": hashlib.sha256(b"fake capabilities.json").hexdigest(),
+    "python": "3.11.11",
+    "python_packages": {"pandas": "2.2.3"},
+    "system_packages": {"sqlite3": "3.40.1-2"},
+    "python_packages_sha256": hashlib.sha256(b"pandas==2.2.3\n").hexdigest(),
+    "system_packages_sha256": hashlib.sha256(b"sqlite3\t3.40.1-2\n").hexdigest(),
+}
+"""The runtime manifest the fake's images hold by default (the shape of the real one)."""
 _WS_GUID = "258EAFA5-E914-47DA-95CA-C5AB0DC85B11"
 NODE = "fake-node-1"
 
@@ -111,6 +123,10 @@ class FakeKubernetes:
         page_size: the largest page the list endpoint returns (to exercise pagination).
         image_binds: host folders every container also sees, read-only, at the same path
             (standing in for what an image ships, e.g. a Python environment).
+        image_folders: container path -> host folder, read-only in every container
+            (standing in for the image's own files). None: ``/opt/dataspace`` holding
+            :data:`RUNTIME_MANIFEST` as ``runtime-manifest.json``, as the runtime image
+            does; ``{}``: an image without a runtime manifest.
     """
 
     def __init__(
@@ -120,11 +136,19 @@ class FakeKubernetes:
         claims: dict[str, Path] | None = None,
         page_size: int = 100,
         image_binds: tuple[str, ...] = (),
+        image_folders: dict[str, Path] | None = None,
     ) -> None:
         self.runtime = _pick_runtime(runtime)
         self.claims = {k: Path(v) for k, v in (claims or {}).items()}
         self.page_size = page_size
         self.image_binds = tuple(image_binds)
+        self._dir = Path(tempfile.mkdtemp(prefix="ds-fake-k8s-"))
+        if image_folders is None:
+            image_root = self._dir / "image-runtime"
+            image_root.mkdir()
+            (image_root / "runtime-manifest.json").write_text(json.dumps(RUNTIME_MANIFEST))
+            image_folders = {"/opt/dataspace": image_root}
+        self.image_folders = {k: Path(v) for k, v in image_folders.items()}
         self.behaviour = Behaviour()
         self.calls: Counter[str] = Counter()
         self.created_total = 0
@@ -135,7 +159,6 @@ class FakeKubernetes:
         self._rv = 0
         self._cond = threading.Condition()
         self._closed = False
-        self._dir = Path(tempfile.mkdtemp(prefix="ds-fake-k8s-"))
         self._server: ThreadingHTTPServer | None = None
         self._thread: threading.Thread | None = None
         self.url = ""
@@ -492,6 +515,7 @@ class FakeKubernetes:
             if m.get("subPath"):
                 src = src / m["subPath"]
             out.append((m["mountPath"], src, bool(m.get("readOnly"))))
+        out.extend((path, src, True) for path, src in self.image_folders.items())
         return out
 
     def _spawn(
@@ -1136,4 +1160,11 @@ def fake_kubernetes(**kwargs: Any) -> Iterator[FakeKubernetes]:
         fake.close()
 
 
-__all__ = ["NODE", "Behaviour", "FakeKubernetes", "chroot_runtime_available", "fake_kubernetes"]
+__all__ = [
+    "NODE",
+    "RUNTIME_MANIFEST",
+    "Behaviour",
+    "FakeKubernetes",
+    "chroot_runtime_available",
+    "fake_kubernetes",
+]

@@ -21,7 +21,8 @@ from dataspace.runs.attempt import AttemptRequest, run_attempt
 from dataspace.runs.layout import RunLayout
 from dataspace.runs.spec import AgentSpec, LimitsSpec, SandboxConfig
 from dataspace.sandbox.kubernetes import BASE_PATH, register
-from dataspace.testing.fake_k8s import FakeKubernetes, chroot_runtime_available
+from dataspace.sandbox.workbench import manifest_identity
+from dataspace.testing.fake_k8s import RUNTIME_MANIFEST, FakeKubernetes, chroot_runtime_available
 from dataspace.testing.releases import write_tiny_release
 
 pytestmark = [pytest.mark.integration, pytest.mark.s3]
@@ -78,3 +79,5 @@ def test_an_attempt_runs_in_a_pod_and_streams_its_files_to_s3(
         run = json.loads(store.get_bytes(f"{adir}/run.json"))
         assert run["sandbox"]["pod"].startswith("ds-k8s-run-task-1-a1-")
         assert run["sandbox"]["labels"]["run"] == "k8s-run"
+        # the runtime manifest read back from the pod's image, as the local backend records
+        assert run["sandbox"]["runtime"] == manifest_identity(RUNTIME_MANIFEST)

@@ -20,7 +20,7 @@ from k8s_support import make_backend
 from dataspace.errors import SandboxError
 from dataspace.sandbox.base import Limits, SandboxSpec
 from dataspace.sandbox.kubernetes import KubernetesSandbox, PodFailedError
-from dataspace.testing.fake_k8s import Behaviour, FakeKubernetes
+from dataspace.testing.fake_k8s import RUNTIME_MANIFEST, Behaviour, FakeKubernetes
 
 LABELS = {"run": "r1", "agent": "gold", "task": "task_1", "attempt": "1"}
 
@@ -53,7 +53,7 @@ def test_normal_completion(fake: FakeKubernetes, workspace: Path, tmp_path: Path
     sandbox.close()
     assert fake.pod_names() == []
     assert fake.calls["create pods"] == 1 and fake.calls["delete pods"] == 1
-    assert fake.calls["exec pods"] == 4  # staging, two commands, the collection
+    assert fake.calls["exec pods"] == 5  # staging, the manifest, two commands, the collection
 
 
 def test_image_pull_failure_is_an_infrastructure_error_with_events(
@@ -86,7 +86,7 @@ def test_pending_past_the_timeout_reports_the_pods_events(
 def test_oom_killed_container_is_a_resource_limit(
     fake: FakeKubernetes, workspace: Path, tmp_path: Path
 ) -> None:
-    fake.behaviour = Behaviour(outcome="oom", on_exec=1)
+    fake.behaviour = Behaviour(outcome="oom", on_exec=2)  # exec 1 reads the runtime manifest
     sandbox = make_backend(fake, tmp_path).create(spec(workspace))
     result = sandbox.exec("sleep 5")
     assert (result.status, result.exit_code) == ("resource_limit", 137)
@@ -100,7 +100,7 @@ def test_oom_killed_container_is_a_resource_limit(
 def test_eviction_for_node_pressure_is_an_infrastructure_failure(
     fake: FakeKubernetes, workspace: Path, tmp_path: Path
 ) -> None:
-    fake.behaviour = Behaviour(outcome="evict", on_exec=1)
+    fake.behaviour = Behaviour(outcome="evict", on_exec=2)  # exec 1 reads the runtime manifest
     sandbox = make_backend(fake, tmp_path).create(spec(workspace))
     with pytest.raises(PodFailedError) as caught:
         sandbox.exec("sleep 5")
@@ -112,7 +112,7 @@ def test_eviction_for_node_pressure_is_an_infrastructure_failure(
 def test_eviction_for_its_own_storage_limit_is_a_resource_limit(
     fake: FakeKubernetes, workspace: Path, tmp_path: Path
 ) -> None:
-    fake.behaviour = Behaviour(outcome="storage", on_exec=1)
+    fake.behaviour = Behaviour(outcome="storage", on_exec=2)  # exec 1 reads the runtime manifest
     sandbox = make_backend(fake, tmp_path).create(spec(workspace))
     result = sandbox.exec("sleep 5")
     assert result.status == "resource_limit"
@@ -252,3 +252,54 @@ def test_unknown_options_are_one_line_config_errors(tmp_path: Path) -> None:
         KubernetesBackend(namespce="x")
     with pytest.raises(ConfigError, match="workspace_cache_dir"):
         KubernetesBackend(workspace_volume={"emptyDir": {}})
+
+
+def _image_folder(tmp_path: Path, content: bytes | None) -> dict[str, Path]:
+    folder = tmp_path / "image-opt-dataspace"
+    folder.mkdir()
+    if content is not None:
+        (folder / "runtime-manifest.json").write_bytes(content)
+    return {"/opt/dataspace": folder}
+
+
+def test_info_records_the_runtime_manifest_the_pod_serves(workspace: Path, tmp_path: Path) -> None:
+    import json
+
+    from dataspace.sandbox.workbench import manifest_identity
+
+    served = {**RUNTIME_MANIFEST, "tools_sha256": "ab" * 32, "python": "3.11.9"}
+    folders = _image_folder(tmp_path, json.dumps(served).encode())
+    with FakeKubernetes(image_folders=folders) as fake:
+        backend = make_backend(fake, tmp_path)
+        with backend.create(spec(workspace)) as sandbox:
+            runtime = sandbox.info()["runtime"]
+            assert runtime == manifest_identity(served)
+            assert runtime["tools_sha256"] == "ab" * 32  # type: ignore[index]
+            assert "python_packages" not in runtime  # type: ignore[operator]
+        assert fake.pod_names() == []
+
+
+@pytest.mark.parametrize(
+    ("content", "why"),
+    [
+        (None, "No such file"),
+        (b"{not json", "Expecting property name"),
+        (b'{"runtime": "Data Workbench Runtime", "runtime": "x"}', "duplicate key"),
+        (b'{"runtime": "Data Workbench Runtime", "runtime_version": "1.0"}', "no tools_sha256"),
+        (b'{"runtime": "' + b"x" * (1024**2) + b'"}', "larger than 1048576 bytes"),
+    ],
+    ids=["missing", "not-json", "duplicate-key", "incomplete", "too-large"],
+)
+def test_an_image_without_a_readable_manifest_is_refused(
+    workspace: Path, tmp_path: Path, content: bytes | None, why: str
+) -> None:
+    with FakeKubernetes(image_folders=_image_folder(tmp_path, content)) as fake:
+        backend = make_backend(fake, tmp_path, image="example.org/plain-python:3.11")
+        with pytest.raises(PodFailedError) as caught:
+            backend.create(spec(workspace))
+        message = str(caught.value)
+        assert caught.value.code == "runtime_manifest"
+        assert "image example.org/plain-python:3.11" in message
+        assert "/opt/dataspace/runtime-manifest.json" in message
+        assert why in message and "images/build.sh" in message
+        assert fake.pod_names() == []  # the pod was deleted

@@ -315,6 +315,15 @@ class SandboxContract:
         info = sandbox.info()
         assert isinstance(info["enforcement"], str) and info["enforcement"]
 
+    def test_info_holds_the_runtime_identity_the_sandbox_sees(self, sandbox: Sandbox) -> None:
+        from dataspace.sandbox import workbench
+
+        shown = sandbox.exec(["cat", workbench.MANIFEST_PATH])
+        assert shown.exit_code == 0, shown.stderr
+        identity = workbench.manifest_identity(workbench.parse_manifest(shown.stdout.encode()))
+        assert identity["runtime"] == "Data Workbench Runtime"
+        assert sandbox.info()["runtime"] == identity
+
     def test_close_is_idempotent_and_final(self, sandbox: Sandbox, tmp_path: Path) -> None:
         sandbox.close()
         sandbox.close()
