@@ -46,6 +46,7 @@ from dataspace.release import Release
 from dataspace.runs.attempt import AttemptRequest, infra_record, run_attempt
 from dataspace.runs.keys import controller_keys, start_key_holder, stop_key_holder
 from dataspace.runs.layout import RunLayout
+from dataspace.runs.preflight import check_agents, check_backend_name
 from dataspace.runs.spec import RunSpec, agent_identity, diff_identity, fingerprint
 from dataspace.runs.status import UNFINISHED_STATUSES, AttemptStatus
 
@@ -190,8 +191,6 @@ def execute_run(
     else:
         task_ids = all_ids
     check_agents(spec)
-    from dataspace.runs.preflight import check_backend_name
-
     check_backend_name(spec)  # a typo is named as such, not as a changed spec
     identity = spec.identity(release.fingerprint())
     identity["runtime"] = _runtime_identity(spec)
@@ -278,24 +277,6 @@ def _runtime_identity(spec: RunSpec) -> dict[str, Any]:
 
     sandbox = spec.sandbox
     return runtime_identity(sandbox.backend, dict(sandbox.options), sandbox.image)
-
-
-def check_agents(spec: RunSpec) -> None:
-    """Resolve every agent's harness and validate its settings before anything runs.
-
-    Raises:
-        ConfigError: an unknown harness or invalid settings (one line naming the agent).
-    """
-    from dataspace.agents import get_agent
-
-    for i, a in enumerate(spec.agents):
-        try:
-            agent = get_agent(a.harness)
-            check = getattr(type(agent), "check_settings", None)
-            if check is not None:
-                check(dict(a.settings), has_model=a.model is not None)
-        except ConfigError as exc:
-            raise ConfigError(f"agents[{i}] (agent {a.name!r}): {exc}") from None
 
 
 def _oracle_agents(spec: RunSpec) -> frozenset[str]:

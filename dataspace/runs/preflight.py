@@ -188,8 +188,6 @@ def _check_release(spec: RunSpec) -> str:
 
 
 def _check_harness(agent: Any) -> str:
-    from dataspace.runs.controller import check_agents
-
     check_agents(RunSpec(run_id="preflight", release="", store="", agents=(agent,)))
     return f"{agent.harness} (settings valid)"
 
@@ -532,6 +530,24 @@ def _check_native(harness: str) -> str | tuple[str, bool]:
     return f"{harness} {state.installed} at {state.path}"
 
 
+def check_agents(spec: RunSpec) -> None:
+    """Resolve every agent's harness and validate its settings before anything runs.
+
+    Raises:
+        ConfigError: an unknown harness or invalid settings (one line naming the agent).
+    """
+    from dataspace.agents import get_agent
+
+    for i, a in enumerate(spec.agents):
+        try:
+            agent = get_agent(a.harness)
+            check = getattr(type(agent), "check_settings", None)
+            if check is not None:
+                check(dict(a.settings), has_model=a.model is not None)
+        except ConfigError as exc:
+            raise ConfigError(f"agents[{i}] (agent {a.name!r}): {exc}") from None
+
+
 def lines(checks: Iterable[Check]) -> list[str]:
     """The screen lines of ``checks``."""
     return [c.line() for c in checks]
@@ -541,6 +557,7 @@ __all__ = [
     "Check",
     "PreflightError",
     "PreflightReport",
+    "check_agents",
     "check_backend_name",
     "check_machine",
     "check_spec",

@@ -24,6 +24,11 @@ class AttemptStatus(StrEnum):
     TOOL_ACTIONS_EXHAUSTED = "tool_actions_exhausted"
     STOPPED = "stopped"
     RUNTIME_ERROR = "runtime_error"
+    # the native CLIs' end states, as the official runner names them
+    NO_PREDICTION = "no_prediction"
+    INVALID_PREDICTION = "invalid_prediction"
+    MODEL_OUTPUT_EXHAUSTED = "model_output_exhausted"
+    CONTEXT_WINDOW_EXHAUSTED = "context_window_exhausted"
     INFRASTRUCTURE_ERROR = "infrastructure_error"
     NOT_SCHEDULED = "not_scheduled"
     SKIPPED = "skipped"
