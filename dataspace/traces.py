@@ -61,7 +61,8 @@ Event types (fields beyond ``t`` and ``type``; all optional unless marked *requi
 ``submit``
     The agent submitted an answer: ``path``.
 ``error``
-    Something went wrong in the harness: ``message``.
+    Something went wrong in the harness: ``message``; with ``severity: "warning"`` a notice
+    the harness gave that did not stop it.
 ``agent_end``
     ``end_state``, ``model_turns``, ``tool_actions``, ``submitted_path``, ``error``,
     ``working_seconds``, ``usage`` (the totals).
@@ -154,8 +155,20 @@ def read_events(data: bytes | str | None) -> list[dict[str, Any]]:
     if not data:
         return []
     text = data.decode("utf-8", "replace") if isinstance(data, bytes) else data
+    lines = text.splitlines()
+    filled = [line for line in lines if line.strip()]
+    try:  # one decoder call for the whole log (the usual case: every line an object)
+        whole = json.loads("[" + ",".join(filled) + "]")
+    except ValueError:
+        whole = None
+    if (
+        isinstance(whole, list)
+        and len(whole) == len(filled)
+        and all(type(ev) is dict for ev in whole)
+    ):
+        return whole
     out: list[dict[str, Any]] = []
-    for number, line in enumerate(text.splitlines(), start=1):
+    for number, line in enumerate(lines, start=1):
         if not line.strip():
             continue
         try:
@@ -170,9 +183,14 @@ def read_events(data: bytes | str | None) -> list[dict[str, Any]]:
 
 
 def _num(v: Any) -> float | None:
+    kind = type(v)
+    if kind is float:
+        return v if v == v else None  # NaN is no number
+    if kind is int:
+        return float(v)
     if isinstance(v, bool) or not isinstance(v, int | float):
         return None
-    return float(v) if v == v else None  # NaN is no number
+    return float(v) if v == v else None
 
 
 def _text(v: Any) -> str | None:
@@ -284,8 +302,9 @@ def conversation(events: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
     - ``items``: in time order, each ``{"kind": "turn", "turn": i}`` (an index into
       ``turns``), ``{"kind": "tool", ...}`` (an action no model asked for),
       ``{"kind": "submit", "path"}``, ``{"kind": "error", "text"}``,
-      ``{"kind": "reminder", "text"}``, ``{"kind": "stream", "harness", "exit_code",
-      "timed_out", "signal", "stdout", "stderr"}`` (a native CLI's own output),
+      ``{"kind": "reminder", "text"}``, ``{"kind": "warning", "text"}``,
+      ``{"kind": "stream", "harness", "exit_code", "timed_out", "signal", "stdout",
+      "stderr"}`` (a native CLI's own output),
       ``{"kind": "retry", ...}`` (a retry after which no
       model call returned) or ``{"kind": "event", "type", "fields"}`` (anything else);
     - ``turns``: per model turn ``n``, ``t``, ``content``, ``reasoning``, ``tool_calls``
@@ -464,6 +483,10 @@ def conversation(events: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
         elif kind == "submit":
             conv["submitted"] = ev.get("path")
             items.append({"kind": "submit", "t": _num(ev.get("t")), "path": ev.get("path")})
+        elif kind == "error" and ev.get("severity") == "warning":
+            items.append(
+                {"kind": "warning", "t": _num(ev.get("t")), "text": _text(ev.get("message"))}
+            )
         elif kind == "error":
             errors += 1
             items.append(
@@ -750,19 +773,20 @@ def _request_view(wire: str, body: Any) -> dict[str, Any]:
 
 def _stream_results(
     harness: Any, stdout: Any
-) -> tuple[dict[str, Any], list[dict[str, Any]], list[str]]:
-    """Tool results by call id, command executions in order, and errors, from a CLI stream."""
+) -> tuple[dict[str, Any], list[dict[str, Any]], list[str], list[str]]:
+    """Tool results by call id, command executions in order, errors and warnings."""
     by_id: dict[str, Any] = {}
     commands: list[dict[str, Any]] = []
     errors: list[str] = []
+    warnings: list[str] = []
     for ev in read_events(stdout if isinstance(stdout, str) else None):
         kind = ev.get("type")
         item = ev.get("item")
         if kind == "item.completed" and isinstance(item, Mapping):  # codex exec --json
             if item.get("type") == "command_execution":
                 commands.append(dict(item))
-            elif item.get("type") == "error" and item.get("message"):
-                errors.append(str(item["message"]))
+            elif item.get("type") == "error" and item.get("message"):  # a non-fatal notice
+                warnings.append(str(item["message"]))
         elif kind == "turn.failed":
             err = ev.get("error")
             errors.append(str(err.get("message") if isinstance(err, Mapping) else err))
@@ -778,7 +802,7 @@ def _stream_results(
                     }
         elif kind == "result" and ev.get("is_error"):
             errors.append(str(ev.get("result") or ev.get("subtype") or "the harness failed"))
-    return by_id, commands, errors
+    return by_id, commands, errors, warnings
 
 
 def native_events(events: Sequence[Mapping[str, Any]]) -> list[Mapping[str, Any]]:
@@ -790,7 +814,7 @@ def native_events(events: Sequence[Mapping[str, Any]]) -> list[Mapping[str, Any]
     if not calls:
         return list(events)
     output = next((e for e in events if e.get("type") == "harness_output"), None)
-    by_id, commands, stream_errors = _stream_results(
+    by_id, commands, stream_errors, stream_warnings = _stream_results(
         (output or {}).get("harness"), (output or {}).get("stdout")
     )
     views = []
@@ -882,6 +906,10 @@ def native_events(events: Sequence[Mapping[str, Any]]) -> list[Mapping[str, Any]
             if kind == "harness_output":
                 out.extend(pending)
                 pending = []
+                for msg in stream_warnings:
+                    out.append(
+                        {"t": ev.get("t"), "type": "error", "message": msg, "severity": "warning"}
+                    )
                 for msg in stream_errors:
                     out.append({"t": ev.get("t"), "type": "error", "message": msg})
             out.append(dict(ev))

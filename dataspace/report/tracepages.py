@@ -232,10 +232,12 @@ def _image(img: Mapping[str, Any], images: Mapping[str, str]) -> str:
 
 
 def _arguments(name: str, args: Any) -> str:
-    if isinstance(args, Mapping) and isinstance(args.get("command"), str):
-        extra = {k: v for k, v in args.items() if k != "command"}
+    # a shell command: ``command`` (bash, Claude Code's Bash) or ``cmd`` (Codex's exec_command)
+    key = next((k for k in ("command", "cmd") if isinstance(args, Mapping) and k in args), None)
+    if key is not None and isinstance(args[key], str):
+        extra = {k: v for k, v in args.items() if k != key}
         more = " ".join(f'<span class="badge">{esc(k)} {esc(v)}</span>' for k, v in extra.items())
-        return _pre(args["command"], label="command") + more
+        return _pre(args[key], label="command") + more
     if isinstance(args, Mapping) and isinstance(args.get("code"), str):
         return _pre(args["code"], label="code")
     if args is None or args == {}:
@@ -326,6 +328,11 @@ def _item_html(item: Mapping[str, Any], conv: Mapping[str, Any], images: Mapping
             f'<section class="ev error"><h3><span class="bad">Error</span> · {when}</h3>'
             f"{_pre(item.get('text'), label='error')}</section>"
         )
+    if kind == "warning":
+        return (
+            f'<section class="ev other warning"><h3><span class="warn">Harness warning</span>'
+            f" · {when}</h3>{_pre(item.get('text'), label='warning')}</section>"
+        )
     if kind == "reminder":
         return (
             f'<section class="ev other"><h3>Harness reminder · {when}</h3>'
@@ -346,7 +353,13 @@ def _item_html(item: Mapping[str, Any], conv: Mapping[str, Any], images: Mapping
         if item.get("timed_out"):
             sig = esc(item.get("signal"))
             badge += f'<span class="badge bad">stopped at the deadline ({sig})</span>'
-        out = _pre(item.get("stdout") or "(nothing)", label="its own event stream (stdout)")
+        # the raw stream repeats the conversation above: always folded
+        stdout = item.get("stdout") or ""
+        out = (
+            f'<details class="fold"><summary>its own event stream (stdout): '
+            f"{stdout.count(chr(10)):,} lines, {len(stdout):,} characters</summary>"
+            f"{_pre(stdout, fold=False)}</details>"
+        )
         err = _pre(item.get("stderr"), label="stderr") if item.get("stderr") else ""
         return (
             f'<section class="ev other" id="harness-output"><h3>{esc(item.get("harness"))} '
@@ -381,18 +394,24 @@ def _turns_table(conv: Mapping[str, Any], row: Mapping[str, Any] | None) -> str:
         for h in ("t (s)", "latency (s)", *(c[1] for c in _USAGE_COLS), "tool calls", "retries")
     )
     body = []
+    keys = [k for k, _ in _USAGE_COLS]
     for t in turns:
-        u = t.get("usage") or {}
-        cells = [_num(t.get("t"), ".2f"), _num(t.get("latency_seconds"), ".2f")]
-        cells += [
-            _num(u.get(k), ".5f" if k == "cost_usd" else ",.0f") if u else "-"
-            for k, _ in _USAGE_COLS
-        ]
-        cells += [str(len(t.get("tool_calls") or [])), str(len(t.get("retries") or []))]
+        # numbers only: formatted, they need no escaping
+        u = t["usage"]
+        when, lat = t["t"], t["latency_seconds"]
+        if u:
+            use = (
+                "".join(f'<td class="n">{u[k]:,.0f}</td>' for k in keys[:-1])
+                + f'<td class="n">{u["cost_usd"]:.5f}</td>'
+            )
+        else:
+            use = '<td class="n">-</td>' * len(keys)
         body.append(
             f'<tr><td><a href="#turn-{t["n"]}">{t["n"]}</a></td>'
-            + "".join(f'<td class="n">{esc(c)}</td>' for c in cells)
-            + "</tr>"
+            f'<td class="n">{"-" if when is None else format(when, ".2f")}</td>'
+            f'<td class="n">{"-" if lat is None else format(lat, ".2f")}</td>{use}'
+            f'<td class="n">{len(t["tool_calls"])}</td><td class="n">{len(t["retries"])}</td>'
+            "</tr>"
         )
     tot = conv["totals"]
     total_cells = ["", _num(tot["latency_seconds"], ".2f")] + [
