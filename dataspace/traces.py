@@ -379,26 +379,7 @@ def conversation(events: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
 
     for ev in events:
         kind = ev.get("type")
-        if kind == "attempt_start":
-            conv["schema"] = ev.get("schema")
-            conv["question"] = ev.get("question")
-        elif kind == "agent_start":
-            conv["harness"] = ev.get("harness")
-            conv["model"] = ev.get("model")
-            conv["system_prompt"] = ev.get("system_prompt")
-            conv["user_prompt"] = ev.get("user_prompt")
-            conv["system_prompt_sha256"] = ev.get("system_prompt_sha256")
-        elif kind == "model_retry":
-            retries += 1
-            pending_retries.append(
-                {
-                    "t": _num(ev.get("t")),
-                    "retry": ev.get("retry"),
-                    "error": _text(ev.get("error")),
-                    "delay_seconds": _num(ev.get("delay_seconds")),
-                }
-            )
-        elif kind == "model_call":
+        if kind == "model_call":
             turn = current()
             if turn is None or turn["usage"] is not None or turn["has_message"]:
                 turn = open_turn(ev.get("t"))
@@ -426,6 +407,25 @@ def conversation(events: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
                 tool_count += 1
             call.update(_tool_output(ev.get("result")))
             call["t"] = _num(ev.get("t"))
+        elif kind == "attempt_start":
+            conv["schema"] = ev.get("schema")
+            conv["question"] = ev.get("question")
+        elif kind == "agent_start":
+            conv["harness"] = ev.get("harness")
+            conv["model"] = ev.get("model")
+            conv["system_prompt"] = ev.get("system_prompt")
+            conv["user_prompt"] = ev.get("user_prompt")
+            conv["system_prompt_sha256"] = ev.get("system_prompt_sha256")
+        elif kind == "model_retry":
+            retries += 1
+            pending_retries.append(
+                {
+                    "t": _num(ev.get("t")),
+                    "retry": ev.get("retry"),
+                    "error": _text(ev.get("error")),
+                    "delay_seconds": _num(ev.get("delay_seconds")),
+                }
+            )
         elif kind == "image":
             call = calls_by_id.get(str(ev.get("tool_call_id")))
             image = {"path": ev.get("path"), "data_url": ev.get("data_url")}

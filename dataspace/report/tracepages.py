@@ -207,13 +207,13 @@ def _num(v: Any, spec: str = ",.0f") -> str:
 
 
 def _usage_line(turn: Mapping[str, Any]) -> str:
-    u = turn.get("usage")
+    u = turn.get("usage")  # floats, as ``conversation`` makes them
     bits = []
     if u:
-        cached = f" (cached {_num(u['cached_input_tokens'])})" if u["cached_input_tokens"] else ""
-        bits.append(f"in {_num(u['input_tokens'])}{cached}")
-        reasoning = f" (reasoning {_num(u['reasoning_tokens'])})" if u["reasoning_tokens"] else ""
-        bits.append(f"out {_num(u['output_tokens'])}{reasoning}")
+        cached = f" (cached {u['cached_input_tokens']:,.0f})" if u["cached_input_tokens"] else ""
+        bits.append(f"in {u['input_tokens']:,.0f}{cached}")
+        reasoning = f" (reasoning {u['reasoning_tokens']:,.0f})" if u["reasoning_tokens"] else ""
+        bits.append(f"out {u['output_tokens']:,.0f}{reasoning}")
         bits.append(f"${u['cost_usd']:.5f}")
     if turn.get("latency_seconds") is not None:
         bits.append(f"latency {turn['latency_seconds']:.2f} s")
@@ -288,10 +288,10 @@ def _turn_html(turn: Mapping[str, Any], images: Mapping[str, str]) -> str:
         + "</div>"
         for r in turn.get("retries") or []
     )
-    usage = _usage_line(turn)
+    usage = _usage_line(turn)  # numbers only: no escaping needed
     head = (
-        f'<h3>Turn {turn["n"]} <span class="use">· {esc(_when(turn.get("t")))}'
-        f"{' · ' + esc(usage) if usage else ''}</span></h3>"
+        f'<h3>Turn {turn["n"]} <span class="use">· {_when(turn.get("t"))}'
+        f"{' · ' + usage if usage else ''}</span></h3>"
     )
     parts = [retries, head]
     if turn.get("reasoning"):
