@@ -203,7 +203,8 @@ def _agent(name: str, harness: str, url: str | None) -> Any:
 
 @pytest.fixture(scope="module")
 def run(local_backend, release, tmp_path_factory):
-    """Real attempts of gold, dataspace-agent and smolagents, and the report over them."""
+    """Real attempts of gold, dataspace-agent, smolagents, Codex and Claude Code, and the
+    report over them."""
     from dataspace.report import build_report
     from dataspace.runs.attempt import AttemptRequest, run_attempt
     from dataspace.runs.results import rows_to_parquet
@@ -215,12 +216,11 @@ def run(local_backend, release, tmp_path_factory):
         ("gold", "gold", None, ["task_1", "task_2"]),
         ("react", "dataspace-agent", REACT_SCRIPTS, ["task_1", "task_2"]),
     ]
-    try:
-        import smolagents  # noqa: F401
+    from dataspace.agents.smolagents_adapter import install_problem
 
-        plan.append(("smol", "smolagents", SMOL_SCRIPTS, ["task_1"]))
-    except ImportError:
-        pytest.fail("smolagents is a development dependency and must be installed")
+    if install_problem() is not None:
+        pytest.fail(f"the set-up installs the smolagents harness: {install_problem()}")
+    plan.append(("smol", "smolagents", SMOL_SCRIPTS, ["task_1"]))
     from dataspace.agents.native.install import harness_state
 
     for harness in NATIVE:
