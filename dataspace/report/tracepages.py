@@ -360,7 +360,11 @@ def _item_html(item: Mapping[str, Any], conv: Mapping[str, Any], images: Mapping
             f"{stdout.count(chr(10)):,} lines, {len(stdout):,} characters</summary>"
             f"{_pre(stdout, fold=False)}</details>"
         )
-        err = _pre(item.get("stderr"), label="stderr") if item.get("stderr") else ""
+        err = (
+            '<div class="muted">stderr (the end)</div>' + _pre(item.get("stderr"), label="stderr")
+            if item.get("stderr")
+            else ""
+        )
         return (
             f'<section class="ev other" id="harness-output"><h3>{esc(item.get("harness"))} '
             f"ended · {when} {badge}</h3>{out}{err}</section>"
