@@ -7,14 +7,21 @@ event log, run.json and result.json in a local store. Prints the time of:
 - a cold report that also writes a trace page for every attempt;
 - the same report rebuilt (the existing trace pages are kept).
 
+Each is run ``--repeat`` times; the medians of wall-clock time and of CPU time (this
+process and its trace-page workers; on a shared machine the CPU time is the steadier
+figure) are printed, with the load average.
+
     .venv/bin/python scripts/bench_report.py [--tasks 410] [--agents 11] [--attempts 3]
+        [--repeat 3] [--store DIR]
 """
 
 from __future__ import annotations
 
 import argparse
 import os
+import resource
 import shutil
+import statistics
 import tempfile
 import time
 from pathlib import Path
@@ -28,11 +35,19 @@ def _size_mb(path: Path) -> float:
     return sum(p.stat().st_size for p in path.rglob("*") if p.is_file()) / 1e6
 
 
+def _cpu_seconds() -> float:
+    """CPU time of this process and of its finished children (the page workers)."""
+    own = resource.getrusage(resource.RUSAGE_SELF)
+    kids = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return own.ru_utime + own.ru_stime + kids.ru_utime + kids.ru_stime
+
+
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--tasks", type=int, default=410)
     p.add_argument("--agents", type=int, default=11)
     p.add_argument("--attempts", type=int, default=3)
+    p.add_argument("--repeat", type=int, default=3, help="runs of each report (medians)")
     p.add_argument("--store", help="reuse (or create) the synthetic run in this folder")
     args = p.parse_args()
     root = Path(args.store) if args.store else Path(tempfile.mkdtemp(prefix="ds-bench-report-"))
@@ -53,21 +68,30 @@ def main() -> None:
                 f"synthetic run: {len(rows)} attempts written in "
                 f"{time.perf_counter() - t:.1f} s ({_size_mb(run):.0f} MB)"
             )
-        load = os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan")
-        print(f"cpus: {os.cpu_count()}, load average before: {load:.2f}")
         for label, out, traces in (
             ("without trace pages", "out-none", "none"),
             ("with trace pages, cold", "out-traces", "all"),
             ("with trace pages, rebuilt", "out-traces", "new"),
         ):
-            t = time.perf_counter()
-            res = build_report([str(run)], out=str(root / out), traces=traces)
-            dt = time.perf_counter() - t
+            walls, cpus, loads = [], [], []
+            for _ in range(max(1, args.repeat)):
+                if traces == "all":
+                    shutil.rmtree(root / out, ignore_errors=True)
+                loads.append(os.getloadavg()[0])
+                c0 = _cpu_seconds()
+                t = time.perf_counter()
+                res = build_report([str(run)], out=str(root / out), traces=traces)
+                walls.append(time.perf_counter() - t)
+                cpus.append(_cpu_seconds() - c0)
             html = (root / out / "report.html").stat().st_size / 1e6
             print(
-                f"report {label}: {dt:.2f} s ({res.traces} trace pages written, "
+                f"report {label}: median {statistics.median(walls):.2f} s wall, "
+                f"{statistics.median(cpus):.2f} s CPU over {len(walls)} run(s) "
+                f"(wall {', '.join(f'{w:.2f}' for w in walls)}; load average "
+                f"{', '.join(f'{x:.1f}' for x in loads)}; {res.traces} trace pages written, "
                 f"{res.traces_kept} kept; report.html {html:.2f} MB; {len(res.tables)} "
-                f"tables, {len(res.figures)} figures; output {_size_mb(root / out):.0f} MB)"
+                f"tables, {len(res.figures)} figures; output {_size_mb(root / out):.0f} MB)",
+                flush=True,
             )
     finally:
         if not args.store:

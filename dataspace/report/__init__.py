@@ -2,10 +2,10 @@
 
 One module per concept: ``load`` (reading runs), ``tables`` and ``characteristics`` (the
 numbers), ``plots`` (figures), ``page`` (HTML building blocks), ``render`` (the report's
-HTML and Markdown), ``trace`` (one attempt's trace page, over ``dataspace.traces``),
-``tracepages`` (writing every attempt's page for a report, in threads or worker
-processes), ``build`` (putting it together; ``dataspace report``) and ``basic`` (the
-page written at the end of a run when the full report cannot be built). Test data lives in
+HTML and Markdown), ``tracepages`` (an attempt's trace page, over ``dataspace.traces``,
+and writing every attempt's page for a report, in threads or worker processes),
+``build`` (putting it together; ``dataspace report``) and ``basic`` (the page written
+at the end of a run when the full report cannot be built). Test data lives in
 ``dataspace.testing.synthetic``.
 
 >>> from dataspace.report import build_report  # doctest: +SKIP

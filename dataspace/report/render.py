@@ -206,7 +206,7 @@ def _per_task_html(data: ReportData) -> str:
     return (
         f"<details{is_open}><summary>{len(per)} tasks × {len(data.labels)} agents "
         f"(✓ correct; a letter marks an incorrect attempt by its error code: {CODE_LEGEND}; "
-        f"· unscored; each mark links to its trace)</summary>{table}</details>"
+        f"a dot (·) an unscored attempt; each mark links to its trace)</summary>{table}</details>"
     )
 
 

@@ -1,12 +1,13 @@
 """Trace pages of real attempts of every harness, in headless Chromium.
 
 Each attempt runs through the attempt runner (``run_attempt``: a real local sandbox, the
-real evaluator) on a small release; the model harnesses talk to the scripted server on
-loopback, with rate-limit faults injected. The report over those attempts is opened in
-Chromium and each trace page is checked against the attempt's results row: turns, tool
-calls, per-turn tokens and cost adding up to the row, the question, the prediction beside
-the gold with the evaluator's explanation, retries marked, images inline, and no console
-error.
+real evaluator) on a small release; the model harnesses talk to the scripted servers on
+loopback (Chat Completions; Responses for the real Codex CLI, Anthropic Messages for the
+real Claude Code CLI, both behind their relays), with rate-limit faults injected. The
+report over those attempts is opened in Chromium and each trace page is checked against the
+attempt's results row: turns, tool calls, per-turn tokens and cost adding up to the row,
+the question, the prediction beside the gold with the evaluator's explanation, retries
+marked, images inline, and no console error.
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ import pytest
 import report_browser
 
 from dataspace.testing.scripted_server import ScriptedServer
+from dataspace.testing.scripted_wire import ScriptedMessagesServer, ScriptedResponsesServer
 from dataspace.testing.synthetic import sample_png
 
 pytestmark = [pytest.mark.integration, pytest.mark.sandbox, pytest.mark.llm]
@@ -90,6 +92,26 @@ SMOL_WRITE = (
     "df[df['population'] > 250000][['city', 'population']]"
     ".to_csv('/output/prediction.csv', index=False)\nfinal_answer('done')\n</code>"
 )
+NATIVE_SCRIPT = [
+    # the native CLIs run their own shell tool
+    {
+        "content": "Let me look at the workspace first.",
+        "shell": "ls /workspace && head -3 /workspace/cities.csv",
+    },
+    {"shell": f'python3 -c "{_program(250000)}" && cat /output/prediction.csv'},
+    {"content": "prediction.csv is written: Lyon and Graz."},
+]
+NATIVE = {"codex": ScriptedResponsesServer, "claude-code": ScriptedMessagesServer}
+# Claude Code retries a rate-limited request itself; Codex 0.145.0 in the official
+# configuration gives up on the first 429 ("exceeded retry limit"), so its script has none
+NATIVE_FAULTS = {"claude-code": [{"status": 429, "retry_after": 0.01, "times": 1}], "codex": []}
+
+
+def _native_script(harness: str) -> list[dict[str, Any]]:
+    first = {**NATIVE_SCRIPT[0], "faults": NATIVE_FAULTS[harness]}
+    return [first, *NATIVE_SCRIPT[1:]]
+
+
 SMOL_SCRIPTS = {
     "task_1": [
         {"content": SMOL_LOOK, "faults": [{"status": 429, "retry_after": 0.01, "times": 1}]},
@@ -159,7 +181,12 @@ def _agent(name: str, harness: str, url: str | None) -> Any:
             "key_env": KEY_ENV,
             "prices": PRICES,
         }
-        entry["settings"] = {"retry": {"initial_backoff": 0.01, "max_backoff": 0.05}}
+        if harness not in NATIVE:
+            entry["settings"] = {"retry": {"initial_backoff": 0.01, "max_backoff": 0.05}}
+    # a native CLI (Node) needs more memory and processes than a Python loop
+    sandbox = {"backend": "local", "cpus": 1, "memory": "1GiB"}
+    if harness in NATIVE:
+        sandbox = {"backend": "local", "cpus": 2, "memory": "4GiB", "pids": 512}
     spec = parse_spec(
         {
             "run_id": "real",
@@ -167,7 +194,7 @@ def _agent(name: str, harness: str, url: str | None) -> Any:
             "store": "/unused",
             "agents": [entry],
             "limits": {"wall_seconds": 180, "command_timeout": 60},
-            "sandbox": {"backend": "local", "cpus": 1, "memory": "1GiB"},
+            "sandbox": sandbox,
         },
         source="test",
     )
@@ -176,7 +203,8 @@ def _agent(name: str, harness: str, url: str | None) -> Any:
 
 @pytest.fixture(scope="module")
 def run(local_backend, release, tmp_path_factory):
-    """Real attempts of gold, dataspace-agent and smolagents, and the report over them."""
+    """Real attempts of gold, dataspace-agent, smolagents, Codex and Claude Code, and the
+    report over them."""
     from dataspace.report import build_report
     from dataspace.runs.attempt import AttemptRequest, run_attempt
     from dataspace.runs.results import rows_to_parquet
@@ -193,8 +221,15 @@ def run(local_backend, release, tmp_path_factory):
     if install_problem() is not None:
         pytest.fail(f"the set-up installs the smolagents harness: {install_problem()}")
     plan.append(("smol", "smolagents", SMOL_SCRIPTS, ["task_1"]))
+    from dataspace.agents.native.install import harness_state
+
+    for harness in NATIVE:
+        if not harness_state(harness).ready:
+            pytest.fail(f"{harness} is installed by the set-up: {harness_state(harness).fix}")
+        plan.append((harness, harness, {"task_1": _native_script(harness)}, ["task_1"]))
     for name, harness, scripts, tasks in plan:
-        server = ScriptedServer(scripts) if scripts is not None else None
+        kind = NATIVE.get(harness, ScriptedServer)
+        server = kind(scripts) if scripts is not None else None
         try:
             if server is not None:
                 server.__enter__()
@@ -260,14 +295,16 @@ def _number(text: str) -> float:
     return 0.0 if text in ("", "-") else float(text.replace(",", ""))
 
 
-def _check_usage(page: Any, row: dict[str, Any]) -> None:
+def _check_usage(page: Any, row: dict[str, Any], turns: int | None = None) -> None:
     """Per-turn tokens and cost in the page add up to the attempt's results row."""
+    turns = row["model_turns"] if turns is None else turns
     for index, key in ((3, "input_tokens"), (4, "cached_input_tokens"), (5, "output_tokens")):
         cells = _column(page, index)
-        assert len(cells) == row["model_turns"] or key != "input_tokens"
+        assert len(cells) == turns
         assert sum(_number(c) for c in cells) == row[key], (key, cells)
+        assert row[key] > 0 or key == "cached_input_tokens"
     cost = sum(_number(c) for c in _column(page, 7))
-    assert cost == pytest.approx(row["cost_usd"], abs=1e-5 * max(1, row["model_turns"]))
+    assert cost == pytest.approx(row["cost_usd"], abs=1e-5 * max(1, turns))
     assert not page.eval("!!document.getElementById('usage-mismatch')")
 
 
@@ -343,6 +380,43 @@ def test_smolagents_trace_pairs_steps_with_model_calls(browser, run):
     assert page.eval("document.querySelectorAll('#turn-1 .infra-retry').length") == 1
     assert QUESTIONS["task_1"] in page.eval("document.getElementById('question').textContent")
     assert "Lyon" in page.eval("document.getElementById('prediction').textContent")
+
+
+@pytest.mark.parametrize("harness", list(NATIVE))
+def test_native_cli_trace_reads_as_a_conversation(browser, run, harness):
+    """The real Codex / Claude Code attempt: relay calls and the CLI's stream as turns."""
+    rows, run_dir, _ = run
+    row = _row(rows, harness, "task_1")
+    assert row["passed"] is True, row
+    page = _open(browser, run_dir, harness, "task_1")
+    # one turn per model reply (Codex counts the whole exec as one turn of its own);
+    # the rate-limited request is a retry on the first turn, not a turn
+    turns, retries = len(NATIVE_SCRIPT), len(NATIVE_FAULTS[harness])
+    assert page.eval("document.querySelectorAll('section.turn').length") == turns
+    assert row["model_calls"] == turns + retries
+    assert page.eval("document.querySelectorAll('#turn-1 .infra-retry').length") == retries
+    assert page.eval("document.querySelectorAll('.tool-call').length") == row["tool_actions"] == 2
+    counts = page.eval("document.getElementById('counts').textContent")
+    assert counts.startswith(f"{turns} model turns · 2 tool calls · {retries} retries"), counts
+    _check_usage(page, row, turns)
+    assert QUESTIONS["task_1"] in page.eval("document.getElementById('question').textContent")
+    assert len(page.eval("document.getElementById('system-prompt').textContent")) > 500
+    assert "Let me look at the workspace" in page.eval(
+        "document.querySelector('#turn-1 .model-message').textContent"
+    )
+    first = page.eval("document.querySelector('#turn-1 .tool-call').textContent")
+    assert "head -3 /workspace/cities.csv" in first and "Lyon,XX,522000" in first, first
+    second = page.eval("document.querySelector('#turn-2 .tool-call').textContent")
+    assert "pandas" in second and "Graz,291000" in second, second
+    assert "Lyon and Graz" in page.eval(
+        "document.querySelector('#turn-3 .model-message').textContent"
+    )
+    assert page.eval("!!document.getElementById('harness-output')")
+    pred = page.eval("document.getElementById('prediction').textContent")
+    assert "Lyon" in pred and "Graz" in pred and "Porto" not in pred
+    assert "correct" in page.eval("document.getElementById('answer').textContent")
+    assert SECRET not in page.eval("document.documentElement.outerHTML")
+    page.screenshot(str(_shots() / f"trace-{harness}.png"), max_height=4000)
 
 
 def test_gold_trace_shows_its_actions(browser, run):

@@ -30,7 +30,6 @@ MODULES = [
     "basic",
     "build",
     "tables",
-    "trace",
     "tracepages",
 ]
 
