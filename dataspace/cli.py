@@ -92,7 +92,13 @@ def _parser() -> argparse.ArgumentParser:
 
     d = sub.add_parser("demo", help="build the bundled mini benchmark, run gold, score, report")
     d.add_argument("--out", default="demo-out", help="output folder (default: ./demo-out)")
-    d.add_argument("--concurrency", type=int, default=2, help="attempts at once (default 2)")
+    from dataspace.runs.spec import RunSpec
+
+    d.add_argument(
+        "--concurrency",
+        type=int,
+        help=f"attempts at once (default {RunSpec.concurrency}, a run spec's)",
+    )
     d.set_defaults(func=_cmd_demo)
 
     r = sub.add_parser(

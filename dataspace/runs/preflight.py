@@ -430,6 +430,7 @@ def _check_ray(address: str, timeout: float) -> str:
 # ---- the machine --------------------------------------------------------------------------
 
 WORKBENCH_TOOLS = ("python3", "sqlite3", "sh")
+_DOCTOR_MEMORY = 512 * 1024**2  # the doctor's probe sandbox runs three tiny commands
 NATIVE_HARNESSES = ("codex", "claude-code", "grok-build")
 
 
@@ -487,7 +488,8 @@ def _check_local_isolation() -> str:
             backend = get_backend("local")
             sb = backend.create(
                 SandboxSpec(
-                    workspace=ws, limits=Limits(cpus=1, memory_bytes=512 * 1024**2, wall_seconds=60)
+                    workspace=ws,
+                    limits=Limits(cpus=1, memory_bytes=_DOCTOR_MEMORY, wall_seconds=60),
                 )
             )
         except SandboxError as exc:
