@@ -459,7 +459,12 @@ class _Run:
         spec = self.spec
         extra = dict(ray_init)
         num_cpus = extra.pop("num_cpus", spec.concurrency)
-        connect_ray(address=extra.pop("address", spec.ray_address), num_cpus=num_cpus, **extra)
+        connect_ray(
+            address=extra.pop("address", spec.ray_address),
+            num_cpus=num_cpus,
+            start_timeout=extra.pop("start_timeout", spec.ray_start_timeout),
+            **extra,
+        )
         self.emit({"event": "started", "ray": ray.get_runtime_context().gcs_address})
         remote = ray.remote(num_cpus=1, max_retries=0)(run_attempt)
         # Workers may predate the key being exported (a Ray instance that was already

@@ -149,6 +149,7 @@ class RunSpec:
     attempts: int = 1
     tasks: tuple[str, ...] | None = None
     ray_address: str | None = None
+    ray_start_timeout: float | None = None  # None: dataspace.runs.ray_start's default
     max_infra_retries: int = 3
     fail_fast_after: int = 3
     spend_limit_usd: float | None = None
@@ -329,7 +330,8 @@ def parse_spec(obj: object, *, source: str, base_dir: Path | None = None) -> Run
             r.fail("tasks", "must be a list of task ids")
         tasks = tuple(tasks_raw)
     ray = r.mapping(d.get("ray") or {}, "ray")
-    r.no_extra(ray, {"address"}, "ray")
+    r.no_extra(ray, {"address", "start_timeout"}, "ray")
+    ray_start = ray.get("start_timeout")
     spend = d.get("spend_limit_usd")
     from dataspace.agents.protocol import DEFAULT_PROTOCOL, PROFILES
 
@@ -350,6 +352,7 @@ def parse_spec(obj: object, *, source: str, base_dir: Path | None = None) -> Run
         attempts=r.positive_int(d.get("attempts", _default(RunSpec, "attempts")), "attempts"),
         tasks=tasks,
         ray_address=r.optional_string(ray.get("address"), "ray.address"),
+        ray_start_timeout=None if ray_start is None else r.positive(ray_start, "ray.start_timeout"),
         max_infra_retries=r.positive_int(
             d.get("max_infra_retries", _default(RunSpec, "max_infra_retries")),
             "max_infra_retries",
