@@ -343,7 +343,16 @@ def _check_recorded(store: Any, layout: RunLayout, spec: RunSpec, identity: dict
     except NotFoundError:
         return False
     if old.get("fingerprint") != fingerprint(identity):
-        changed = diff_identity(old.get("identity", {}), identity)
+        recorded = old.get("identity", {})
+        changed = diff_identity(recorded, identity)
+        if changed and all(p.startswith("runtime.") for p in changed):
+            from dataspace.runs.preflight import runtime_mismatch
+
+            problem = runtime_mismatch(
+                spec.run_id, recorded.get("runtime"), identity["runtime"], spec.sandbox.options
+            )
+            if problem:
+                raise SpecChangedError(problem)
         raise SpecChangedError(
             f"run {spec.run_id!r} in {store.url_for(key)} was made with a different spec "
             f"(changed: {', '.join(changed) or 'fingerprint'}); use a new run_id or restore "
