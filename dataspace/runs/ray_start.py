@@ -123,7 +123,7 @@ def check_reachable(address: str, *, timeout: float = DEFAULT_CONNECT_TIMEOUT) -
         if isinstance(exc, TimeoutError) or "timed out" in str(exc):
             reason = "no answer"
         raise ConfigError(
-            f"ray.address {address!r}: no Ray head answers at {host}:{port} ({reason} within "
+            f"ray.address {address!r}: nothing answers at {host}:{port} ({reason} within "
             f"{timeout:g} s); start the cluster (`ray start --head`) or fix the address"
         ) from None
     if len(head) < 9 or head[3] != 0x4:  # frame type 4: SETTINGS

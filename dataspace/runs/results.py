@@ -159,6 +159,7 @@ class ResultRow(Mapping[str, Any]):
             passed=None if verdict is None else bool(verdict["passed"]),
             error_code=None if verdict is None else verdict.get("error_code"),
             error=error,
+            verdict=None if verdict is None else dict(verdict),
             infra_retries=infra_retries,
             input_tokens=int(usage["input_tokens"]),
             cached_input_tokens=int(usage["cached_input_tokens"]),

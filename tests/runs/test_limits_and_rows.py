@@ -199,6 +199,8 @@ def test_rows_are_typed_and_round_trip_through_parquet_and_json():
         AttemptStatus.INFRASTRUCTURE_ERROR,
         AttemptStatus.NOT_SCHEDULED,
     ]
+    assert rows[0].verdict == {"task_id": "task_1", "passed": True, "error_code": None}
+    assert rows[0].passed is True and rows[0].scored and rows[0].input_tokens == 10
     assert rows[2].passed is False and rows[2].error_code == "model_endpoint"
     assert rows[3].passed is None and rows[1].scored is False
     assert rows[0]["status"] == "submitted" and rows[0].get("phase_agent_seconds") == 7.0
