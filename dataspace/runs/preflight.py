@@ -109,7 +109,7 @@ def check_spec(
     *,
     call_models: bool = True,
     check_release: bool = True,
-    ray_timeout: float = 10.0,
+    ray_timeout: float | None = None,
     on_check: CheckFn | None = None,
 ) -> PreflightReport:
     """Run every preflight check of ``spec``; never raises for a failed check.
@@ -118,7 +118,8 @@ def check_spec(
         spec: the validated spec.
         call_models: make the one minimal metered call per endpoint and model.
         check_release: validate the release (the controller has already done it).
-        ray_timeout: seconds the Ray address may take to answer.
+        ray_timeout: seconds the Ray address may take to answer (None: the connect
+            timeout of ``dataspace.runs.ray_start``).
         on_check: called with each check as it finishes (for live output).
     """
     report = PreflightReport()
@@ -557,10 +558,10 @@ def runtime_mismatch(
     return f"sandbox: {what} (changed: {', '.join(changed)}); {fix}"
 
 
-def _check_ray(address: str, timeout: float) -> str:
-    from dataspace.runs.ray_start import check_reachable
+def _check_ray(address: str, timeout: float | None) -> str:
+    from dataspace.runs.ray_start import DEFAULT_CONNECT_TIMEOUT, check_reachable
 
-    check_reachable(address, timeout=timeout)
+    check_reachable(address, timeout=DEFAULT_CONNECT_TIMEOUT if timeout is None else timeout)
     return f"{address} answers"
 
 
