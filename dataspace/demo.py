@@ -23,9 +23,9 @@ from dataspace.limits import Limits
 logger = logging.getLogger(__name__)
 
 DEMO_RUN_ID = "demo"
-DEMO_LIMITS = Limits(cpus=1.0, memory_bytes=1024**3)
-"""The demo's sandboxes: the oracle only writes a CSV, so one CPU and 1 GiB each (the rest
-as ``Limits`` has it)."""
+DEMO_LIMITS = Limits(cpus=1.0, memory_bytes=1024**3, tmp_bytes=512 * 1024**2)
+"""The demo's sandboxes: the oracle only writes a CSV, so one CPU, 1 GiB and a 512 MiB
+``/tmp`` each (the values the demo has always had, so an existing demo folder resumes)."""
 VIDEO_SHARE = 0.3  # share of demo tasks whose evidence is moved into a data video
 
 

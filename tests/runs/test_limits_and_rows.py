@@ -271,3 +271,25 @@ def _finished_kwargs():
         phases={},
         sandbox_enforcement="",
     )
+
+
+def test_the_demo_keeps_its_fingerprint():
+    """Guards ``dataspace demo`` resuming an existing demo folder after limits became one record.
+
+    The value was computed by the code before (a 1-CPU, 1 GiB sandbox with a 512 MiB /tmp).
+    """
+    from dataspace.demo import DEMO_LIMITS
+    from dataspace.runs.spec import AgentSpec, RunSpec
+
+    spec = RunSpec(
+        run_id="demo",
+        release="/x",
+        store="file:///y",
+        agents=(AgentSpec(name="gold", harness="gold"),),
+        limits=DEMO_LIMITS,
+        sandbox=SandboxConfig(backend="local"),
+    )
+    assert (
+        fingerprint(spec.identity("f"))
+        == "1c49da064dbb4c56529255c03f64d631f53d16dcabef8ed5d1e49b87c0364c94"
+    )
