@@ -22,6 +22,7 @@ logger = logging.getLogger(__name__)
 def main(argv: list[str] | None = None) -> int:
     """Entry point of the ``dataspace`` command."""
     from dataspace.cli_run import EXIT_BAD_INPUT, EXIT_INCOMPLETE
+    from dataspace.errors import InfrastructureError
 
     argv = list(sys.argv[1:] if argv is None else argv)
     _sigterm_as_interrupt()
@@ -32,6 +33,9 @@ def main(argv: list[str] | None = None) -> int:
         print(
             f"{how}; finished attempts are kept: rerun the same command to resume", file=sys.stderr
         )
+        return EXIT_INCOMPLETE
+    except InfrastructureError as exc:  # Ray could not start: nothing ran, a rerun resumes
+        print(f"error: {exc}", file=sys.stderr)
         return EXIT_INCOMPLETE
     except DataSpaceError as exc:
         print(f"error: {exc}", file=sys.stderr)
@@ -92,7 +96,13 @@ def _parser() -> argparse.ArgumentParser:
 
     d = sub.add_parser("demo", help="build the bundled mini benchmark, run gold, score, report")
     d.add_argument("--out", default="demo-out", help="output folder (default: ./demo-out)")
-    d.add_argument("--concurrency", type=int, default=2, help="attempts at once (default 2)")
+    from dataspace.runs.spec import RunSpec
+
+    d.add_argument(
+        "--concurrency",
+        type=int,
+        help=f"attempts at once (default {RunSpec.concurrency}, a run spec's)",
+    )
     d.set_defaults(func=_cmd_demo)
 
     r = sub.add_parser(

@@ -21,8 +21,8 @@ EXIT_BAD_INPUT = 2
 EXIT_CODES_HELP = """exit codes:
   0  every planned attempt finished with an agent outcome (right or wrong)
   1  some attempt ended as an infrastructure error or was left unfinished (spend limit,
-     an agent stopped after repeated infrastructure failures, Ctrl-C or SIGTERM); rerun
-     the same command to resume
+     an agent stopped after repeated infrastructure failures, Ctrl-C or SIGTERM, Ray
+     could not start); rerun the same command to resume
   2  bad input: the spec, a flag, the release, or a preflight check (nothing was run)"""
 
 

@@ -13,14 +13,19 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from dataspace.limits import Limits
+
 logger = logging.getLogger(__name__)
 
 DEMO_RUN_ID = "demo"
+DEMO_LIMITS = Limits(cpus=1.0, memory_bytes=1024**3, tmp_bytes=512 * 1024**2)
+"""The demo's sandboxes: the oracle only writes a CSV, so one CPU, 1 GiB and a 512 MiB
+``/tmp`` each (the values the demo has always had, so an existing demo folder resumes)."""
 VIDEO_SHARE = 0.3  # share of demo tasks whose evidence is moved into a data video
 
 
@@ -32,7 +37,7 @@ class DemoOutcome:
     build_report: Any
     build_seconds: float
     run: Any
-    failures: list[dict[str, Any]]
+    failures: list[Mapping[str, Any]]
 
     @property
     def ok(self) -> bool:
@@ -40,7 +45,7 @@ class DemoOutcome:
         return not self.failures
 
 
-def oracle_failures(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+def oracle_failures(rows: Sequence[Mapping[str, Any]]) -> list[Mapping[str, Any]]:
     """The attempts of an oracle run that did not pass (each one a bug).
 
     >>> oracle_failures([{"task_id": "task_1", "passed": True},
@@ -53,7 +58,7 @@ def oracle_failures(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
 def run_demo(
     out: Path,
     *,
-    concurrency: int = 2,
+    concurrency: int | None = None,
     progress: Callable[[dict[str, Any]], None] | None = None,
     build_progress: Callable[[int, int, Any], None] | None = None,
     protocol: str = "official",
@@ -62,7 +67,7 @@ def run_demo(
 
     Args:
         out: the output folder.
-        concurrency: attempts (and item builds) at once.
+        concurrency: attempts (and item builds) at once; None: the run spec's default.
         progress: the run's progress callback (see ``execute_run``).
         build_progress: called as ``(done, total, result)`` after each built item.
         protocol: the run's protocol profile (``official`` or ``extended``).
@@ -71,6 +76,7 @@ def run_demo(
     from dataspace.runs.controller import execute_run
     from dataspace.runs.spec import AgentSpec, RunSpec, SandboxConfig
 
+    workers = max(1, RunSpec.concurrency if concurrency is None else int(concurrency))
     out = out.resolve()
     out.mkdir(parents=True, exist_ok=True)
     t0 = time.monotonic()
@@ -83,7 +89,7 @@ def run_demo(
         stage3={"video_share": VIDEO_SHARE},
     )
     report = build_parallel(
-        build, release_dir, workers=max(1, concurrency), replace=True, progress=build_progress
+        build, release_dir, workers=workers, replace=True, progress=build_progress
     )
     build_seconds = time.monotonic() - t0
     spec = RunSpec(
@@ -91,8 +97,9 @@ def run_demo(
         release=str(release_dir),
         store=f"file://{out / 'store'}",
         agents=(AgentSpec(name="gold", harness="gold"),),
-        sandbox=SandboxConfig(backend="local", cpus=1.0, memory_bytes=1024**3),
-        concurrency=max(1, concurrency),
+        limits=DEMO_LIMITS,
+        sandbox=SandboxConfig(backend="local"),
+        concurrency=workers,
         protocol=protocol,
     )
     run = execute_run(spec, progress=progress)
@@ -105,4 +112,11 @@ def run_demo(
     )
 
 
-__all__ = ["DEMO_RUN_ID", "VIDEO_SHARE", "DemoOutcome", "oracle_failures", "run_demo"]
+__all__ = [
+    "DEMO_LIMITS",
+    "DEMO_RUN_ID",
+    "VIDEO_SHARE",
+    "DemoOutcome",
+    "oracle_failures",
+    "run_demo",
+]

@@ -109,7 +109,9 @@ def connect_ray(spec: Any) -> None:
     """Join the job's cluster (or ``ray.address``); start a local Ray only as a last resort."""
     from dataspace.runs.ray_start import connect_ray as connect
 
-    connect(address=spec.ray_address, num_cpus=spec.concurrency)
+    connect(
+        address=spec.ray_address, num_cpus=spec.concurrency, start_timeout=spec.ray_start_timeout
+    )
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -105,14 +105,15 @@ def _substages(release_dir: Path) -> None:
 
 def _gold(out: Path) -> None:
     from dataspace.runs.controller import execute_run
-    from dataspace.runs.spec import AgentSpec, RunSpec, SandboxConfig
+    from dataspace.runs.spec import AgentSpec, Limits, RunSpec, SandboxConfig
 
     spec = RunSpec(
         run_id="bench-gold",
         release=str(out / "release"),
         store=f"file://{out / 'store'}",
         agents=(AgentSpec(name="gold", harness="gold"),),
-        sandbox=SandboxConfig(memory_bytes=1024**3),
+        limits=Limits(memory_bytes=1024**3),
+        sandbox=SandboxConfig(),
         concurrency=2,
     )
     t0 = time.perf_counter()

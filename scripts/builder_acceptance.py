@@ -70,14 +70,15 @@ def tree_digest(root: Path) -> str:
 
 def gold_run(release: Path, store: Path) -> tuple[int, int]:
     from dataspace.runs.controller import execute_run
-    from dataspace.runs.spec import AgentSpec, RunSpec, SandboxConfig
+    from dataspace.runs.spec import AgentSpec, Limits, RunSpec, SandboxConfig
 
     spec = RunSpec(
         run_id="gold-acceptance",
         release=str(release),
         store=f"file://{store}",
         agents=(AgentSpec(name="gold", harness="gold"),),
-        sandbox=SandboxConfig(backend="local", cpus=1.0, memory_bytes=1024**3),
+        limits=Limits(cpus=1.0, memory_bytes=1024**3),
+        sandbox=SandboxConfig(backend="local"),
         concurrency=2,
     )
     run = execute_run(spec)

@@ -34,6 +34,7 @@ from dataspace.agents._image import normalize_image as _normalize_image
 from dataspace.agents.base import PredictionSnapshot
 from dataspace.agents.protocol import OFFICIAL, ProtocolProfile
 from dataspace.errors import DataSpaceError
+from dataspace.limits import DEFAULT_LIMITS
 from dataspace.sandbox.base import OUTPUT_DIR, WORKSPACE_DIR, Sandbox
 
 logger = logging.getLogger(__name__)
@@ -263,9 +264,9 @@ class ToolOutcome:
 
 @dataclass(frozen=True, kw_only=True)
 class ToolConfig:
-    """Tool limits (the paper's defaults)."""
+    """Tool limits (the paper's defaults; the command cap is the attempt's ``Limits``)."""
 
-    command_timeout: float = 180.0
+    command_timeout: float = DEFAULT_LIMITS.command_timeout
     max_output_chars: int = 20_000
     image_max_edge: int = 1600
     image_jpeg_quality: int = 90

@@ -18,6 +18,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Literal, Protocol, runtime_checkable
 
+from dataspace.limits import Limits
 from dataspace.release import TaskInput
 from dataspace.sandbox.base import Sandbox
 
@@ -47,14 +48,8 @@ END_STATES: tuple[str, ...] = (
 )
 
 
-@dataclass(frozen=True, kw_only=True)
-class AgentLimits:
-    """Per-attempt budgets (the paper's defaults)."""
-
-    model_turns: int = 60
-    tool_actions: int = 50
-    wall_seconds: float = 1800.0
-    command_timeout: float = 180.0
+AgentLimits = Limits
+"""The agent's budgets are the attempt's ``Limits`` (``dataspace.limits``): one record."""
 
 
 @dataclass(kw_only=True)
@@ -171,7 +166,8 @@ class AgentContext:
     Attributes:
         task: the question and task id (never gold).
         sandbox: the attempt's live sandbox.
-        limits: budgets.
+        limits: the attempt's limits (the agent reads its budgets: model turns, tool
+            actions, wall seconds, command timeout).
         events: the attempt's trace.
         deadline: ``time.monotonic()`` value at which the wall budget ends.
         oracle: host-side access to the reference answer; given only to agents whose
@@ -183,7 +179,7 @@ class AgentContext:
 
     task: TaskInput
     sandbox: Sandbox
-    limits: AgentLimits
+    limits: Limits
     events: EventLog
     deadline: float
     oracle: Callable[[], bytes] | None = None
@@ -219,6 +215,7 @@ __all__ = [
     "AgentResult",
     "EndState",
     "EventLog",
+    "Limits",
     "SandboxNeeds",
     "Usage",
 ]

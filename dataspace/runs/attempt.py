@@ -21,9 +21,11 @@ from pathlib import Path
 from typing import Any
 
 from dataspace.errors import InfrastructureError, SandboxError, StoreError
+from dataspace.limits import Limits
 from dataspace.runs.keys import attempt_keys
 from dataspace.runs.layout import RunLayout
-from dataspace.runs.spec import AgentSpec, LimitsSpec, SandboxConfig
+from dataspace.runs.results import ResultRow, row_identity
+from dataspace.runs.spec import AgentSpec, SandboxConfig
 from dataspace.traces import TRACE_SCHEMA
 
 logger = logging.getLogger(__name__)
@@ -43,7 +45,7 @@ class AttemptRequest:
     task_id: str
     attempt: int
     key: str
-    limits: LimitsSpec
+    limits: Limits
     sandbox: SandboxConfig
     submitted_at: float
     try_index: int = 0
@@ -52,11 +54,11 @@ class AttemptRequest:
     key_holder: Any = None  # the controller's KeyHolder actor (dataspace.runs.keys), if any
 
 
-def run_attempt(req: AttemptRequest) -> dict[str, Any]:
+def run_attempt(req: AttemptRequest) -> ResultRow:
     """Run one attempt and write its files; return its results row."""
-    from dataspace.agents import AgentContext, AgentLimits, EventLog, get_agent
+    from dataspace.agents import AgentContext, EventLog, get_agent
     from dataspace.release import Release
-    from dataspace.sandbox import Limits, SandboxSpec, get_backend
+    from dataspace.sandbox import SandboxSpec, get_backend
     from dataspace.store import open_store
 
     t_start = time.time()
@@ -100,19 +102,10 @@ def run_attempt(req: AttemptRequest) -> dict[str, Any]:
             relay_dir.mkdir(mode=0o755)
         try:
             backend = get_backend(req.sandbox.backend, **dict(req.sandbox.options))
-            limits = Limits(
-                cpus=req.sandbox.cpus,
-                memory_bytes=req.sandbox.memory_bytes,
-                pids=req.sandbox.pids,
-                wall_seconds=_sandbox_deadline(req.limits.wall_seconds),
-                command_timeout=req.limits.command_timeout,
-                output_bytes=req.sandbox.output_bytes,
-                tmp_bytes=req.sandbox.tmp_bytes,
-            )
             sandbox = backend.create(
                 SandboxSpec(
                     workspace=workspace,
-                    limits=limits,
+                    limits=req.limits.for_sandbox(),
                     image=req.sandbox.image,
                     relay_dir=None if relay_dir is None else str(relay_dir),
                     runtime_binds=() if needs is None else tuple(needs.runtime_binds),
@@ -129,12 +122,6 @@ def run_attempt(req: AttemptRequest) -> dict[str, Any]:
             raise _sandbox_fault(f"sandbox failed to start: {exc}", exc) from exc
         phases["sandbox_start"] = time.monotonic() - t
 
-        alimits = AgentLimits(
-            model_turns=req.limits.model_turns,
-            tool_actions=req.limits.tool_actions,
-            wall_seconds=req.limits.wall_seconds,
-            command_timeout=req.limits.command_timeout,
-        )
         settings: dict[str, Any] = dict(req.agent.settings)
         if req.agent.model is not None:
             settings["model"] = req.agent.model
@@ -145,7 +132,7 @@ def run_attempt(req: AttemptRequest) -> dict[str, Any]:
         ctx = AgentContext(
             task=task,
             sandbox=sandbox,
-            limits=alimits,
+            limits=req.limits,
             events=events,
             deadline=t + req.limits.wall_seconds,
             oracle=oracle,
@@ -200,7 +187,6 @@ def run_attempt(req: AttemptRequest) -> dict[str, Any]:
         phases["evaluation"] = time.monotonic() - t
 
         usage = result.usage.to_dict()
-        status = result.end_state
         t = time.monotonic()
         meta = {
             "schema_version": "1.0",
@@ -239,8 +225,8 @@ def run_attempt(req: AttemptRequest) -> dict[str, Any]:
             meta["wall_seconds"] = wall
             meta["working_seconds"] = result.working_seconds
             store.put_bytes(f"{adir}/run.json", _dumps(meta))
-            row = _row(req, meta, verdict, status, release)
-            store.put_bytes(f"{adir}/result.json", _dumps(row), overwrite=False)
+            row = _row(req, meta, verdict, release)
+            store.put_bytes(f"{adir}/result.json", _dumps(row.to_dict()), overwrite=False)
         except StoreError as exc:
             raise InfrastructureError(
                 f"upload to {req.store_uri} failed: {exc}", code="store"
@@ -253,18 +239,6 @@ def run_attempt(req: AttemptRequest) -> dict[str, Any]:
 def _sandbox_fault(message: str, exc: SandboxError) -> InfrastructureError:
     """A sandbox failure as a retryable fault, keeping the backend's code (``image_pull``...)."""
     return InfrastructureError(message, code=getattr(exc, "code", None) or "sandbox")
-
-
-def _sandbox_deadline(agent_wall: float) -> float:
-    """The sandbox's own deadline: a safety net behind the agent's wall budget.
-
-    The agent's clock excludes time lost to model retries, so the sandbox must outlive the
-    budget by a margin; it still ends a harness that ignores its budget.
-
-    >>> _sandbox_deadline(1800)
-    3660.0
-    """
-    return float(2 * agent_wall + 60)
 
 
 def _clear_partial(store: Any, adir: str) -> None:
@@ -341,46 +315,39 @@ def _row(
     req: AttemptRequest,
     meta: Mapping[str, Any],
     verdict: Mapping[str, Any] | None,
-    status: str,
     release: Any,
+) -> ResultRow:
+    return ResultRow.finished(
+        identity=request_identity(req, release.metadata(req.task_id)),
+        end_state=meta["end_state"],
+        verdict=verdict,
+        error=meta["error"],
+        infra_retries=len(req.prior_failures),
+        usage=meta["usage"],
+        model_turns=meta["model_turns"],
+        tool_actions=meta["tool_actions"],
+        wall_seconds=meta["wall_seconds"],
+        working_seconds=meta["working_seconds"],
+        phases=meta["phases"],
+        sandbox_enforcement=str(meta["sandbox"].get("enforcement", "")),
+    )
+
+
+def request_identity(
+    req: AttemptRequest, task_metadata: Mapping[str, Any] | None
 ) -> dict[str, Any]:
-    usage = meta["usage"]
-    phases = meta["phases"]
-    md = release.metadata(req.task_id) or {}
-    return {
-        "run_id": req.run_id,
-        "key": req.key,
-        "agent": req.agent.name,
-        "harness": req.agent.harness,
-        "protocol": req.protocol,
-        "model": meta["model"],
-        "task_id": req.task_id,
-        "attempt": req.attempt,
-        "status": status,
-        "scored": verdict is not None,
-        "passed": None if verdict is None else bool(verdict["passed"]),
-        "error_code": None if verdict is None else verdict.get("error_code"),
-        "error": meta["error"],
-        "infra_retries": len(req.prior_failures),
-        "input_tokens": usage["input_tokens"],
-        "cached_input_tokens": usage["cached_input_tokens"],
-        "output_tokens": usage["output_tokens"],
-        "reasoning_tokens": usage["reasoning_tokens"],
-        "cost_usd": usage["cost_usd"],
-        "model_turns": meta["model_turns"],
-        "tool_actions": meta["tool_actions"],
-        "model_calls": usage["model_calls"],
-        "model_seconds": usage["model_seconds"],
-        "model_retries": usage["retries"],
-        "model_retry_seconds": usage["retry_seconds"],
-        "model_queue_seconds": usage.get("queue_seconds", 0.0),
-        "wall_seconds": meta["wall_seconds"],
-        "working_seconds": meta["working_seconds"],
-        **{f"phase_{k}_seconds": float(v) for k, v in phases.items()},
-        "sandbox_enforcement": str(meta["sandbox"].get("enforcement", "")),
-        "verdict": verdict,
-        "task_metadata": md,
-    }
+    """The identity columns of the request's row (``dataspace.runs.results.row_identity``)."""
+    return row_identity(
+        run_id=req.run_id,
+        key=req.key,
+        agent=req.agent.name,
+        harness=req.agent.harness,
+        protocol=req.protocol,
+        model=req.agent.model.id if req.agent.model else None,
+        task_id=req.task_id,
+        attempt=req.attempt,
+        task_metadata=task_metadata,
+    )
 
 
 def _dumps(obj: Any) -> bytes:
@@ -392,4 +359,4 @@ def infra_record(req: AttemptRequest, error: BaseException | str, *, code: str) 
     return {"try_index": req.try_index, "code": code, "error": str(error)[:1000], "at": time.time()}
 
 
-__all__ = ["AttemptRequest", "infra_record", "run_attempt"]
+__all__ = ["AttemptRequest", "infra_record", "request_identity", "run_attempt"]

@@ -37,7 +37,7 @@ from __future__ import annotations
 import json
 import logging
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -47,7 +47,14 @@ from dataspace.runs.attempt import AttemptRequest, infra_record, run_attempt
 from dataspace.runs.keys import controller_keys, start_key_holder, stop_key_holder
 from dataspace.runs.layout import RunLayout
 from dataspace.runs.preflight import check_agents, check_backend_name
-from dataspace.runs.spec import RunSpec, agent_identity, diff_identity, fingerprint
+from dataspace.runs.results import ResultRow, row_identity
+from dataspace.runs.spec import (
+    RunSpec,
+    agent_identity,
+    diff_identity,
+    fingerprint,
+    sandbox_identity,
+)
 from dataspace.runs.status import UNFINISHED_STATUSES, AttemptStatus
 
 logger = logging.getLogger(__name__)
@@ -82,7 +89,7 @@ class RunOutcome:
 
     run_id: str
     store_uri: str
-    rows: list[dict[str, Any]]
+    rows: list[ResultRow]
     summary: dict[str, Any]
     skipped: int = 0
     executed: int = 0
@@ -93,9 +100,9 @@ class RunOutcome:
     preflight: Any = None
 
     @property
-    def unfinished(self) -> list[dict[str, Any]]:
+    def unfinished(self) -> list[ResultRow]:
         """Rows without an agent outcome (infrastructure error or never scheduled)."""
-        return [r for r in self.rows if r["status"] in UNFINISHED]
+        return [r for r in self.rows if r.status.is_unfinished]
 
     @property
     def complete(self) -> bool:
@@ -119,11 +126,9 @@ def plan_attempts(
         oracle_agents: names of agents that submit the gold answer; their attempts on
             unscored tasks are planned with a ``skip`` reason and never run.
     """
-    from dataclasses import asdict
-
     out = []
-    runtime = asdict(spec.sandbox)
-    limits = asdict(spec.limits)
+    runtime = sandbox_identity(spec)
+    limits = spec.limits.agent_budgets()
     for agent in spec.agents:
         agent_id = agent_identity(agent)  # with its name: two agents may differ only by it
         for task_id in task_ids:
@@ -288,30 +293,28 @@ def _oracle_agents(spec: RunSpec) -> frozenset[str]:
     )
 
 
-def _skipped_row(spec: RunSpec, p: PlannedAttempt, release: Release) -> dict[str, Any]:
+def _skipped_row(spec: RunSpec, p: PlannedAttempt, release: Release) -> ResultRow:
     """The row of an attempt that is not run (an oracle on a task without gold)."""
+    return ResultRow.skipped(identity=_identity(spec, p, release), reason=p.skip or "skipped")
+
+
+def _identity(spec: RunSpec, p: PlannedAttempt, release: Release) -> dict[str, Any]:
     agent = next(a for a in spec.agents if a.name == p.agent)
-    return {
-        "run_id": spec.run_id,
-        "key": p.key,
-        "agent": p.agent,
-        "harness": agent.harness,
-        "model": agent.model.id if agent.model else None,
-        "task_id": p.task_id,
-        "attempt": p.attempt,
-        "status": SKIPPED,
-        "scored": False,
-        "passed": None,
-        "error_code": None,
-        "error": p.skip,
-        "infra_retries": 0,
-        "verdict": None,
-        "task_metadata": release.metadata(p.task_id) or {},
-    }
+    return row_identity(
+        run_id=spec.run_id,
+        key=p.key,
+        agent=p.agent,
+        harness=agent.harness,
+        protocol=spec.protocol,
+        model=agent.model.id if agent.model else None,
+        task_id=p.task_id,
+        attempt=p.attempt,
+        task_metadata=release.metadata(p.task_id),
+    )
 
 
 def _plan_event(
-    spec: RunSpec, plan: list[PlannedAttempt], finished: dict[str, dict[str, Any]]
+    spec: RunSpec, plan: list[PlannedAttempt], finished: dict[str, ResultRow]
 ) -> dict[str, Any]:
     agents: dict[str, dict[str, Any]] = {}
     for a in spec.agents:
@@ -320,8 +323,8 @@ def _plan_event(
         agents[a.name] = {
             "total": len(mine),
             "done": len(done),
-            "passed": sum(1 for r in done if r.get("passed")),
-            "cost_usd": sum(price_row(spec, r).get("cost_usd") or 0.0 for r in done),
+            "passed": sum(1 for r in done if r.passed),
+            "cost_usd": sum(price_row(spec, r).cost_usd or 0.0 for r in done),
         }
     return {
         "event": "plan",
@@ -340,7 +343,16 @@ def _check_recorded(store: Any, layout: RunLayout, spec: RunSpec, identity: dict
     except NotFoundError:
         return False
     if old.get("fingerprint") != fingerprint(identity):
-        changed = diff_identity(old.get("identity", {}), identity)
+        recorded = old.get("identity", {})
+        changed = diff_identity(recorded, identity)
+        if changed and all(p.startswith("runtime.") for p in changed):
+            from dataspace.runs.preflight import runtime_mismatch
+
+            problem = runtime_mismatch(
+                spec.run_id, recorded.get("runtime"), identity["runtime"], spec.sandbox.options
+            )
+            if problem:
+                raise SpecChangedError(problem)
         raise SpecChangedError(
             f"run {spec.run_id!r} in {store.url_for(key)} was made with a different spec "
             f"(changed: {', '.join(changed) or 'fingerprint'}); use a new run_id or restore "
@@ -371,10 +383,10 @@ def _record_spec(store: Any, layout: RunLayout, spec: RunSpec, identity: dict[st
 
 def _load_state(
     store: Any, layout: RunLayout, plan: list[PlannedAttempt]
-) -> tuple[dict[str, dict[str, Any]], dict[str, list[dict[str, Any]]]]:
+) -> tuple[dict[str, ResultRow], dict[str, list[dict[str, Any]]]]:
     """Finished rows and recorded infrastructure failures by attempt key (one listing)."""
     by_dir = {layout.attempt(p.agent, p.task_id, p.attempt): p for p in plan}
-    finished: dict[str, dict[str, Any]] = {}
+    finished: dict[str, ResultRow] = {}
     failures: dict[str, list[dict[str, Any]]] = {}
     infra_keys: dict[str, list[str]] = {}
     for key in store.list(f"{layout.prefix}/attempts/"):
@@ -386,9 +398,9 @@ def _load_state(
             p = by_dir.get(key[: -len("/result.json")])
             if p is None:
                 continue
-            row = json.loads(store.get_bytes(key))
-            if row.get("key") == p.key:
-                finished[p.key] = row
+            raw = json.loads(store.get_bytes(key))
+            if raw.get("key") == p.key:
+                finished[p.key] = ResultRow.from_row(raw)
     for k, keys in infra_keys.items():
         recs = [json.loads(store.get_bytes(x)) for x in keys]
         failures[k] = sorted(recs, key=lambda r: r.get("try_index", 0))
@@ -406,19 +418,19 @@ def _prior_invocations(store: Any, layout: RunLayout) -> list[dict[str, Any]]:
     return [{"started_at": None, "wall_seconds": float(old.get("wall_seconds") or 0.0)}]
 
 
-def price_row(spec: RunSpec, row: dict[str, Any]) -> dict[str, Any]:
+def price_row(spec: RunSpec, row: ResultRow) -> ResultRow:
     """The row with its cost recomputed from its tokens at the spec's prices."""
     from dataspace.llm.usage import Prices, TokenCounts, cost_usd
 
-    agent = next((a for a in spec.agents if a.name == row.get("agent")), None)
-    if agent is None or agent.model is None or row.get("input_tokens") is None:
+    agent = next((a for a in spec.agents if a.name == row.agent), None)
+    if agent is None or agent.model is None or row.input_tokens is None:
         return row
     tokens = TokenCounts(
-        input_tokens=int(row.get("input_tokens") or 0),
-        cached_input_tokens=int(row.get("cached_input_tokens") or 0),
-        output_tokens=int(row.get("output_tokens") or 0),
+        input_tokens=int(row.input_tokens or 0),
+        cached_input_tokens=int(row.cached_input_tokens or 0),
+        output_tokens=int(row.output_tokens or 0),
     )
-    return {**row, "cost_usd": cost_usd(tokens, Prices.of(agent.model))}
+    return row.priced(cost_usd(tokens, Prices.of(agent.model)))
 
 
 @dataclass(kw_only=True)
@@ -430,7 +442,7 @@ class _Run:
     layout: RunLayout
     release: Release
     plan: list[PlannedAttempt]
-    rows: dict[str, dict[str, Any]]
+    rows: dict[str, ResultRow]
     failures: dict[str, list[dict[str, Any]]]
     emit: ProgressFn
     invocations: list[dict[str, Any]]
@@ -456,7 +468,12 @@ class _Run:
         spec = self.spec
         extra = dict(ray_init)
         num_cpus = extra.pop("num_cpus", spec.concurrency)
-        connect_ray(address=extra.pop("address", spec.ray_address), num_cpus=num_cpus, **extra)
+        connect_ray(
+            address=extra.pop("address", spec.ray_address),
+            num_cpus=num_cpus,
+            start_timeout=extra.pop("start_timeout", spec.ray_start_timeout),
+            **extra,
+        )
         self.emit({"event": "started", "ray": ray.get_runtime_context().gcs_address})
         remote = ray.remote(num_cpus=1, max_retries=0)(run_attempt)
         # Workers may predate the key being exported (a Ray instance that was already
@@ -480,7 +497,7 @@ class _Run:
         in_flight: dict[Any, AttemptRequest] = {}
         retry: list[AttemptRequest] = []
         # the spend limit counts the attempts' cost; preflight's calls are shown apart
-        spend = sum(float(price_row(spec, r).get("cost_usd") or 0.0) for r in self.rows.values())
+        spend = sum(float(price_row(spec, r).cost_usd or 0.0) for r in self.rows.values())
         self.write(partial=True)  # a report can be made as soon as the run is under way
 
         def request_for(p: PlannedAttempt) -> AttemptRequest:
@@ -547,8 +564,9 @@ class _Run:
             self.rows[req.key] = row
             self.executed += 1
             self.in_a_row[req.agent.name] = 0
-            spend += float(price_row(spec, row).get("cost_usd") or 0.0)
-            self.emit(price_row(spec, row))
+            priced = price_row(spec, row)
+            spend += float(priced.cost_usd or 0.0)
+            self.emit(priced.to_dict())
             self._maybe_write()
 
     def _fault(self, req: AttemptRequest, cause: BaseException) -> AttemptRequest | None:
@@ -619,7 +637,7 @@ class _Run:
             self.write(partial=True)
             self.emit({"event": "status"})
 
-    def write(self, *, partial: bool) -> tuple[list[dict[str, Any]], dict[str, Any]]:
+    def write(self, *, partial: bool) -> tuple[list[ResultRow], dict[str, Any]]:
         """Write results and summary now; returns (rows, summary)."""
         self._last_write = time.monotonic()
         spec = self.spec
@@ -646,36 +664,19 @@ class _Run:
         write_results(self.store, self.layout, all_rows, summary)
         return all_rows, summary
 
-    def _unfinished_row(self, p: PlannedAttempt) -> dict[str, Any]:
-        failures = self.failures.get(p.key, [])
-        agent = next(a for a in self.spec.agents if a.name == p.agent)
-        status = AttemptStatus.INFRASTRUCTURE_ERROR if failures else AttemptStatus.NOT_SCHEDULED
-        scored = self.release.is_scored(p.task_id)
-        if failures:
-            error = failures[-1]["error"]
-        elif p.agent in self.stopped:
-            error = f"not scheduled: agent stopped ({self.stopped[p.agent]})"
+    def _unfinished_row(self, p: PlannedAttempt) -> ResultRow:
+        if p.agent in self.stopped:
+            reason = f"not scheduled: agent stopped ({self.stopped[p.agent]})"
         elif self.stopped_for_spend:
-            error = "not scheduled: spend limit reached"
+            reason = "not scheduled: spend limit reached"
         else:
-            error = "not scheduled"
-        return {
-            "run_id": self.spec.run_id,
-            "key": p.key,
-            "agent": p.agent,
-            "harness": agent.harness,
-            "model": agent.model.id if agent.model else None,
-            "task_id": p.task_id,
-            "attempt": p.attempt,
-            "status": status.value,
-            "scored": scored,
-            "passed": False if failures and scored else None,
-            "error_code": failures[-1].get("code") if failures else None,
-            "error": error,
-            "infra_retries": len(failures),
-            "verdict": None,
-            "task_metadata": self.release.metadata(p.task_id) or {},
-        }
+            reason = "not scheduled"
+        return ResultRow.unfinished(
+            identity=_identity(self.spec, p, self.release),
+            scored=self.release.is_scored(p.task_id),
+            failures=self.failures.get(p.key, []),
+            reason=reason,
+        )
 
 
 def infra_by_cause(
@@ -705,7 +706,7 @@ def infra_by_cause(
 
 def summarize(
     spec: RunSpec,
-    rows: list[dict[str, Any]],
+    rows: Sequence[Mapping[str, Any]],
     *,
     wall_seconds: float,
     stopped_for_spend: bool = False,
@@ -734,7 +735,8 @@ def summarize(
         scored = [r for r in mine if r.get("passed") is not None]
         status_counts: dict[str, int] = {}
         for r in mine:
-            status_counts[r["status"]] = status_counts.get(r["status"], 0) + 1
+            status = str(r["status"])  # the text of an AttemptStatus
+            status_counts[status] = status_counts.get(status, 0) + 1
         passed = sum(1 for r in scored if r["passed"])
         m = a.model
         agents[a.name] = {
@@ -782,7 +784,7 @@ def summarize(
 
 
 def write_results(
-    store: Any, layout: RunLayout, rows: list[dict[str, Any]], summary: dict[str, Any]
+    store: Any, layout: RunLayout, rows: Sequence[Mapping[str, Any]], summary: dict[str, Any]
 ) -> None:
     """Write ``results.parquet`` and ``summary.json`` (derived files, rewritten atomically)."""
     from dataspace.runs.results import rows_to_parquet

@@ -3,9 +3,11 @@
 ``check_spec`` runs before the spec is recorded and before Ray starts (and on its own as
 ``dataspace doctor SPEC``): each agent's harness and settings, its key variable, one
 minimal metered call to its endpoint with its model id, its prices, the sandbox backend
-and image, the release, the store (written and deleted), and the Ray address (a bounded
-TCP check). ``check_machine`` (``dataspace doctor``) checks this host: a local sandbox
-starts, runs a command and has no network; workbench tools and native harness binaries.
+and image, the local workbench (its manifest complete, its tools there), the release, the
+store (written and deleted), on a resumed run the sandbox runtime it recorded, and the Ray
+address (a bounded check that a Ray head answers). ``check_machine`` (``dataspace
+doctor``) checks this host: a local sandbox starts, runs a command and has no network;
+the workbench and its tools; native harness binaries.
 
 Each check is a :class:`Check` naming the spec key it is about and, when it fails, the fix.
 """
@@ -107,7 +109,7 @@ def check_spec(
     *,
     call_models: bool = True,
     check_release: bool = True,
-    ray_timeout: float = 10.0,
+    ray_timeout: float | None = None,
     on_check: CheckFn | None = None,
 ) -> PreflightReport:
     """Run every preflight check of ``spec``; never raises for a failed check.
@@ -116,7 +118,8 @@ def check_spec(
         spec: the validated spec.
         call_models: make the one minimal metered call per endpoint and model.
         check_release: validate the release (the controller has already done it).
-        ray_timeout: seconds the Ray address may take to answer.
+        ray_timeout: seconds the Ray address may take to answer (None: the connect
+            timeout of ``dataspace.runs.ray_start``).
         on_check: called with each check as it finishes (for live output).
     """
     report = PreflightReport()
@@ -154,7 +157,11 @@ def check_spec(
             called.add(ident)
             add(_check_endpoint(m, where, wire=wire))
     add(_timed("sandbox", lambda: _check_sandbox(spec)))
+    if spec.sandbox.backend == "local":
+        root = str(spec.sandbox.options.get("runtime_root") or _runtime_root())
+        add(_timed("sandbox.workbench", functools.partial(check_workbench, root)))
     add(_timed("store", lambda: _check_store(spec)))
+    add(_timed("sandbox.runtime", lambda: _check_recorded_runtime(spec)))
     if spec.ray_address:
         add(_timed("ray.address", lambda: _check_ray(spec.ray_address or "", ray_timeout)))
     return report
@@ -420,16 +427,148 @@ def _check_store(spec: RunSpec) -> str:
     return f"{spec.store} writable"
 
 
-def _check_ray(address: str, timeout: float) -> str:
-    from dataspace.runs.ray_start import check_reachable
+def _runtime_root() -> str:
+    from dataspace.sandbox.workbench import RUNTIME_ROOT
 
-    check_reachable(address, timeout=timeout)
+    return RUNTIME_ROOT
+
+
+# each workbench tool the paper lists, and the Debian package that brings it
+WORKBENCH_PROGRAMS = {
+    "pdftotext": "poppler-utils",
+    "ffprobe": "ffmpeg",
+    "tesseract": "tesseract-ocr",
+    "rg": "ripgrep",
+    "jq": "jq",
+    "sqlite3": "sqlite3",
+}
+TESSERACT_LANGUAGES = {"eng": "tesseract-ocr-eng", "chi_sim": "tesseract-ocr-chi-sim"}
+_SANDBOX_PATH = "/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"  # the local sandbox's PATH
+_TESSDATA_GLOBS = ("/usr/share/tesseract-ocr/*/tessdata", "/usr/share/tessdata")
+_WORKBENCH_FIX = "reinstall the workbench: scripts/dev.sh shell true (as root)"
+
+
+def check_workbench(root: str) -> str:
+    """The local workbench at ``root``: its manifest is complete and its tools are there.
+
+    The manifest (``runtime-manifest.json``) must name the runtime and carry every hash
+    the run fingerprint records, match the ``TOOLS.md`` and ``capabilities.json`` beside
+    it, and list every workbench package as installed; the programs (``pdftotext``,
+    ``ffprobe``, ``tesseract`` with ``eng`` and ``chi_sim``, ``rg``, ``jq``, ``sqlite3``)
+    must be on the sandbox's ``PATH``.
+
+    Raises:
+        SandboxError: no workbench at ``root`` (the message says how to install it).
+        ConfigError: an incomplete manifest or a missing tool (one line with the fix).
+    """
+    import glob
+    import hashlib
+
+    from dataspace.sandbox.workbench import IDENTITY_KEYS, MANIFEST_NAME, read_manifest
+
+    manifest = read_manifest(root)
+    where = f"{root}/{MANIFEST_NAME}"
+    absent = [k for k in IDENTITY_KEYS if not manifest.get(k)]
+    if absent:
+        raise ConfigError(
+            f"workbench manifest {where} is incomplete (no {', '.join(absent)}); {_WORKBENCH_FIX}"
+        )
+    for name, key in (("TOOLS.md", "tools_sha256"), ("capabilities.json", "capabilities_sha256")):
+        try:
+            digest = hashlib.sha256(Path(root, name).read_bytes()).hexdigest()
+        except OSError:
+            digest = "absent"
+        if digest != manifest[key]:
+            raise ConfigError(
+                f"workbench {root}/{name} does not match its manifest {where} ({key}); "
+                f"{_WORKBENCH_FIX}"
+            )
+    packages = manifest.get("system_packages") or {}
+    missing = [
+        f"{prog} ({pkg})"
+        for prog, pkg in WORKBENCH_PROGRAMS.items()
+        if packages.get(pkg, "missing") == "missing" or not shutil.which(prog, path=_SANDBOX_PATH)
+    ]
+    tessdata = [d for pattern in _TESSDATA_GLOBS for d in glob.glob(pattern)]
+    missing += [
+        f"tesseract language {lang} ({pkg})"
+        for lang, pkg in TESSERACT_LANGUAGES.items()
+        if packages.get(pkg, "missing") == "missing"
+        or not any(Path(d, f"{lang}.traineddata").is_file() for d in tessdata)
+    ]
+    if missing:
+        raise ConfigError(f"workbench tools missing: {', '.join(missing)}; {_WORKBENCH_FIX}")
+    tools = ", ".join(
+        f"{prog} {packages[pkg].split(':')[-1].split('-')[0]}"
+        for prog, pkg in WORKBENCH_PROGRAMS.items()
+    )
+    return (
+        f"{manifest['runtime']} {manifest['runtime_version']} at {root}: Python "
+        f"{manifest['python']}, {len(manifest.get('python_packages') or {})} Python packages; "
+        f"tools {tools}; tesseract languages {', '.join(TESSERACT_LANGUAGES)}"
+    )
+
+
+def _check_recorded_runtime(spec: RunSpec) -> str:
+    """On a resumed run: the sandbox runtime is the one the run recorded."""
+    import json
+
+    from dataspace.errors import NotFoundError
+    from dataspace.runs.layout import RunLayout
+    from dataspace.sandbox.workbench import runtime_identity
+    from dataspace.store import open_store
+
+    store = open_store(spec.store)
+    try:
+        doc = json.loads(store.get_bytes(RunLayout(run_id=spec.run_id).key("spec.json")))
+    except NotFoundError:
+        return "a new run (nothing recorded yet)"
+    recorded = (doc.get("identity") or {}).get("runtime")
+    sb = spec.sandbox
+    current = runtime_identity(sb.backend, dict(sb.options), sb.image)
+    problem = runtime_mismatch(spec.run_id, recorded, current, sb.options)
+    if problem:
+        raise ConfigError(problem)
+    return f"the runtime run {spec.run_id} recorded"
+
+
+def runtime_mismatch(
+    run_id: str, recorded: Any, current: dict[str, Any], options: Any = None
+) -> str | None:
+    """The one-line refusal when a run's recorded sandbox runtime differs from this one.
+
+    >>> runtime_mismatch("r", {"backend": "local", "python": "3.11.2"},
+    ...                  {"backend": "local", "python": "3.11.9"}) is not None
+    True
+    >>> runtime_mismatch("r", {"backend": "local"}, {"backend": "local"}) is None
+    True
+    """
+    from dataspace.runs.spec import diff_identity
+
+    if not isinstance(recorded, dict) or recorded == current:
+        return None
+    changed = [f"runtime.{p}" for p in diff_identity(recorded, current)]
+    if current.get("backend") == "local":
+        root = (options or {}).get("runtime_root") or _runtime_root()
+        what = f"the workbench at {root} is not the one run {run_id!r} was made with"
+        fix = "reinstall the workbench it recorded, or give the run a new run_id"
+    else:
+        what = f"the sandbox image is not the one run {run_id!r} was made with"
+        fix = "set sandbox.image back to the recorded image, or give the run a new run_id"
+    return f"sandbox: {what} (changed: {', '.join(changed)}); {fix}"
+
+
+def _check_ray(address: str, timeout: float | None) -> str:
+    from dataspace.runs.ray_start import DEFAULT_CONNECT_TIMEOUT, check_reachable
+
+    check_reachable(address, timeout=DEFAULT_CONNECT_TIMEOUT if timeout is None else timeout)
     return f"{address} answers"
 
 
 # ---- the machine --------------------------------------------------------------------------
 
 WORKBENCH_TOOLS = ("python3", "sqlite3", "sh")
+_DOCTOR_MEMORY = 512 * 1024**2  # the doctor's probe sandbox runs three tiny commands
 NATIVE_HARNESSES = ("codex", "claude-code", "grok-build")
 
 
@@ -445,6 +584,7 @@ def check_machine(*, on_check: CheckFn | None = None) -> PreflightReport:
     add(_timed("python", _check_python))
     add(_timed("ray", _check_ray_package))
     add(_timed("sandbox.local", _check_local_isolation))
+    add(_timed("sandbox.workbench", functools.partial(check_workbench, _runtime_root())))
     for name in NATIVE_HARNESSES:
         add(_timed(f"harness.{name}", functools.partial(_check_native, name)))
     return report
@@ -487,7 +627,8 @@ def _check_local_isolation() -> str:
             backend = get_backend("local")
             sb = backend.create(
                 SandboxSpec(
-                    workspace=ws, limits=Limits(cpus=1, memory_bytes=512 * 1024**2, wall_seconds=60)
+                    workspace=ws,
+                    limits=Limits(cpus=1, memory_bytes=_DOCTOR_MEMORY, wall_seconds=60),
                 )
             )
         except SandboxError as exc:
@@ -561,5 +702,7 @@ __all__ = [
     "check_backend_name",
     "check_machine",
     "check_spec",
+    "check_workbench",
     "lines",
+    "runtime_mismatch",
 ]

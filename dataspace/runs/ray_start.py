@@ -4,7 +4,16 @@
 ``RAY_ADDRESS``) or starts a local instance, with the same arguments everywhere:
 
 - an address is first checked with a plain TCP connection bounded by ``timeout`` seconds,
-  so an unreachable head is one clear error instead of minutes of retries;
+  and must answer as a gRPC (HTTP/2) server does, so an unreachable head, or a port where
+  something other than Ray listens, is one clear error instead of minutes of retries;
+- a local instance is started by a child process of its own (its own session), which
+  must report the instance's address within the start-up timeout (``start_timeout``,
+  ``DATASPACE_RAY_START_TIMEOUT``; by default :data:`DEFAULT_START_TIMEOUT` seconds). A
+  start-up that fails or runs out of time (a busy machine: "node timed out during
+  startup") has every process it started killed and is tried once more; when that fails
+  too, a one-line :class:`RayStartError` says why and what to do. The instance lives
+  until this process exits (it also ends when this process is killed: the child watches
+  its stdin), and is reused when Ray is connected again in this process;
 - Ray's start-up banners and the raw lines its C++ core writes to the terminal are kept
   off the user's screen: they go to this module's logger (``-v`` shows them);
 - Ray replaces the process's SIGTERM handler while it starts; the caller's handler is put
@@ -13,24 +22,60 @@
 
 from __future__ import annotations
 
+import atexit
 import contextlib
+import json
 import logging
 import os
+import queue
 import signal
 import socket
+import subprocess
 import sys
 import tempfile
 import threading
+import time
 from collections.abc import Iterator
-from typing import Any
+from dataclasses import dataclass
+from typing import IO, Any
 from urllib.parse import urlsplit
 
-from dataspace.errors import ConfigError
+from dataspace.errors import ConfigError, DataSpaceError, InfrastructureError
 
 logger = logging.getLogger(__name__)
 
 DEFAULT_CONNECT_TIMEOUT = 10.0
+DEFAULT_START_TIMEOUT = 90.0
+"""Seconds a local Ray instance may take to start (each of the two tries)."""
+START_TIMEOUT_ENV = "DATASPACE_RAY_START_TIMEOUT"
+START_TRIES = 2
 RAY_DEFAULT_PORT = 6379
+# ray.init arguments that belong to the driver, not to the instance it starts
+_DRIVER_KWARGS = frozenset(
+    {"log_to_driver", "configure_logging", "logging_level", "logging_format", "namespace",
+     "runtime_env", "job_config"}
+)  # fmt: skip
+_HEAD_MARK = "DATASPACE_RAY_HEAD "
+# The child that starts a local instance: Ray's output goes to its stderr (a log file), the
+# address to its stdout; it keeps the instance until its stdin closes (this process exited).
+_HEAD_SCRIPT = """
+import json, os, sys
+out = os.fdopen(os.dup(1), "w")
+os.dup2(2, 1)
+import ray
+ray.init(**json.loads(sys.argv[1]))
+out.write(sys.argv[2] + ray.get_runtime_context().gcs_address + "\\n")
+out.flush()
+sys.stdin.read()
+ray.shutdown()
+"""
+
+
+class RayStartError(InfrastructureError):
+    """Ray could not be started or joined (the message names ``ray`` and the fix)."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message, code="ray_start")
 
 
 def ray_endpoint(address: str) -> tuple[str, int] | None:
@@ -49,21 +94,71 @@ def ray_endpoint(address: str) -> tuple[str, int] | None:
     return parts.hostname, parts.port or RAY_DEFAULT_PORT
 
 
+# the client connection preface of HTTP/2 and an empty SETTINGS frame
+_H2_PREFACE = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n" + b"\x00\x00\x00\x04\x00\x00\x00\x00\x00"
+
+
 def check_reachable(address: str, *, timeout: float = DEFAULT_CONNECT_TIMEOUT) -> None:
-    """Raise ConfigError when nothing answers at ``address`` within ``timeout`` seconds."""
+    """Raise ConfigError unless a Ray head answers at ``address`` within ``timeout`` seconds.
+
+    A Ray head (GCS or Ray Client server) is a gRPC server: it answers the HTTP/2 connection
+    preface with a SETTINGS frame. Anything else (nothing listening, a port of another
+    service that stays silent or answers otherwise) is refused here, in bounded time.
+    """
     endpoint = ray_endpoint(address)
     if endpoint is None:
         return
     host, port = endpoint
+    scheme = urlsplit(address).scheme if "://" in address else ""
+    deadline = time.monotonic() + timeout
     try:
-        with socket.create_connection((host, port), timeout=timeout):
-            return
+        with socket.create_connection((host, port), timeout=timeout) as sock:
+            if scheme in ("http", "https"):
+                return  # a dashboard / job server address: HTTP/1, not gRPC
+            sock.settimeout(max(0.1, deadline - time.monotonic()))
+            sock.sendall(_H2_PREFACE)
+            head = _read_exactly(sock, 9)
     except OSError as exc:
         reason = "timed out" if isinstance(exc, TimeoutError) else (exc.strerror or str(exc))
+        if isinstance(exc, TimeoutError) or "timed out" in str(exc):
+            reason = "no answer"
         raise ConfigError(
             f"ray.address {address!r}: nothing answers at {host}:{port} ({reason} within "
             f"{timeout:g} s); start the cluster (`ray start --head`) or fix the address"
         ) from None
+    if len(head) < 9 or head[3] != 0x4:  # frame type 4: SETTINGS
+        raise ConfigError(
+            f"ray.address {address!r}: {host}:{port} answers but is not a Ray head (no gRPC "
+            "answer); give the GCS address of the head (port 6379 by default) or ray://HOST:10001"
+        )
+
+
+def _read_exactly(sock: socket.socket, n: int) -> bytes:
+    data = b""
+    while len(data) < n:
+        chunk = sock.recv(n - len(data))
+        if not chunk:
+            break
+        data += chunk
+    return data
+
+
+def resolve_start_timeout(value: float | None = None) -> float:
+    """Seconds a local start-up may take: ``DATASPACE_RAY_START_TIMEOUT``, else ``value``.
+
+    Raises:
+        ConfigError: the variable is not a positive number.
+    """
+    raw = os.environ.get(START_TIMEOUT_ENV)
+    if raw:
+        try:
+            seconds = float(raw)
+        except ValueError:
+            seconds = 0.0
+        if not seconds > 0:
+            raise ConfigError(f"{START_TIMEOUT_ENV}={raw!r}: must be a positive number of seconds")
+        return seconds
+    return DEFAULT_START_TIMEOUT if value is None else float(value)
 
 
 def connect_ray(
@@ -71,6 +166,7 @@ def connect_ray(
     address: str | None = None,
     num_cpus: int | None = None,
     timeout: float = DEFAULT_CONNECT_TIMEOUT,
+    start_timeout: float | None = None,
     **extra: Any,
 ) -> bool:
     """Connect to Ray unless already connected; return True when this call connected.
@@ -79,32 +175,247 @@ def connect_ray(
         address: a cluster address; None (and no ``RAY_ADDRESS``) starts a local instance.
         num_cpus: CPUs of a local instance (ignored when joining a cluster).
         timeout: seconds to wait for a TCP answer at ``address``.
+        start_timeout: seconds a local instance may take to start, per try (None: the
+            default; ``DATASPACE_RAY_START_TIMEOUT`` overrides both).
         **extra: further ``ray.init`` keyword arguments (e.g. ``_temp_dir``).
 
     Raises:
-        ConfigError: the address does not answer.
+        ConfigError: the address does not answer as a Ray head.
+        RayStartError: a local instance did not start in two tries, or joining failed.
     """
     import ray
 
     if ray.is_initialized():
         return False
     address = address or os.environ.get("RAY_ADDRESS") or None
-    kwargs: dict[str, Any] = {
-        "include_dashboard": False,
-        "log_to_driver": False,
-        "configure_logging": False,
-    }
+    if address == "local":
+        address = None
+    driver = {"log_to_driver": False, "configure_logging": False}
+    driver.update({k: v for k, v in extra.items() if k in _DRIVER_KWARGS})
     if address:
         check_reachable(address, timeout=timeout)
-        kwargs["address"] = address
-    elif num_cpus is not None:
-        kwargs["num_cpus"] = max(1, int(num_cpus))
-    kwargs.update(extra)
-    if address and "://" in address:
-        kwargs.pop("include_dashboard", None)  # not accepted by the Ray client
-    with _keep_sigterm_handler(), _terminal_to_log():
-        ray.init(**kwargs)
+        _init(address, driver, what=f"cannot join the Ray cluster at {address!r}")
+        return True
+    node: dict[str, Any] = {"include_dashboard": False}
+    if num_cpus is not None:
+        node["num_cpus"] = max(1, int(num_cpus))
+    node.update({k: v for k, v in extra.items() if k not in _DRIVER_KWARGS})
+    head = _local_head(node, resolve_start_timeout(start_timeout))
+    _init(head.address, driver, what="cannot join the local Ray instance it started")
     return True
+
+
+def _init(address: str, kwargs: dict[str, Any], *, what: str) -> None:
+    import ray
+
+    try:
+        with _keep_sigterm_handler(), _terminal_to_log():
+            ray.init(address=address, **kwargs)
+    except (KeyboardInterrupt, DataSpaceError):
+        raise
+    except Exception as exc:  # Ray raises bare Exception, ConnectionError, RuntimeError ...
+        with contextlib.suppress(Exception):
+            ray.shutdown()
+        raise RayStartError(f"ray: {what}: {_last_line(str(exc))}; {_FIX}") from None
+
+
+_FIX = (
+    "the machine may be busy: rerun, raise DATASPACE_RAY_START_TIMEOUT (seconds), or start "
+    "Ray yourself (`ray start --head`) and set ray.address: auto in the spec"
+)
+
+
+def _last_line(text: str) -> str:
+    lines = [ln.strip() for ln in text.splitlines() if ln.strip()]
+    return (lines[-1] if lines else "no message")[:300]
+
+
+# ---- the local instance -------------------------------------------------------------------
+
+
+@dataclass(kw_only=True)
+class _Head:
+    """A local Ray instance started by a child process of this one."""
+
+    proc: subprocess.Popen[bytes]
+    address: str
+    log_path: str
+
+    def alive(self) -> bool:
+        return self.proc.poll() is None
+
+
+_head: _Head | None = None
+_head_lock = threading.Lock()
+
+
+def _local_head(node: dict[str, Any], seconds: float) -> _Head:
+    """The local instance of this process: the running one, else a new one (two tries)."""
+    global _head
+    with _head_lock:
+        if _head is not None and _head.alive():
+            return _head
+        _token_auth()
+        problems: list[str] = []
+        for n in range(1, START_TRIES + 1):
+            try:
+                _head = _start_head(node, seconds)
+            except _StartFailed as exc:
+                problems.append(str(exc))
+                logger.warning("ray: local start-up try %d of %d failed: %s", n, START_TRIES, exc)
+                continue
+            atexit.register(_stop_head, _head)
+            return _head
+        raise RayStartError(
+            f"ray: the local Ray instance did not start ({START_TRIES} tries of at most "
+            f"{seconds:g} s: {problems[-1]}); {_FIX}"
+        )
+
+
+class _StartFailed(Exception):
+    pass
+
+
+_AUTH_VARS = ("RAY_AUTH_MODE", "RAY_AUTH_TOKEN", "RAY_AUTH_TOKEN_PATH")
+
+
+def _token_auth() -> None:
+    """Token authentication for the local instance, unless the environment configures it.
+
+    The instance and this process (and the workers it starts) share a fresh random token,
+    held only in their environments: nothing is written to disk, and only processes that
+    have it can join the instance, which listens on the host's address.
+    """
+    if any(os.environ.get(name) for name in _AUTH_VARS):
+        return
+    import secrets
+
+    os.environ["RAY_AUTH_MODE"] = "token"
+    os.environ["RAY_AUTH_TOKEN"] = secrets.token_hex(32)
+    # Ray reads its configuration from the environment once, when it is imported; read
+    # it again (as ``ray get-auth-token`` does) so this process sends the token too.
+    from ray._raylet import AuthenticationTokenLoader, Config  # type: ignore[attr-defined]
+
+    Config.initialize("")
+    AuthenticationTokenLoader.instance().reset_cache()
+
+
+def _start_head(node: dict[str, Any], seconds: float) -> _Head:
+    """Start one local instance; on any failure kill everything it started."""
+    env = {k: v for k, v in os.environ.items() if k != "RAY_ADDRESS"}
+    fd, log_path = tempfile.mkstemp(prefix="dataspace-ray-head-", suffix=".log")
+    with os.fdopen(fd, "wb") as log:
+        proc = subprocess.Popen(
+            [sys.executable, "-c", _HEAD_SCRIPT, json.dumps(node), _HEAD_MARK],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=log,
+            env=env,
+            start_new_session=True,  # its own session: Ctrl-C reaches only this process
+        )
+    assert proc.stdout is not None
+    lines: queue.Queue[str | None] = queue.Queue()
+    threading.Thread(target=_pump, args=(proc.stdout, lines), daemon=True).start()
+    try:
+        return _await_head(proc, lines, seconds, log_path)
+    except BaseException:  # Ctrl-C or SIGTERM meanwhile: leave nothing running
+        _kill_tree(proc)
+        raise
+
+
+def _await_head(
+    proc: subprocess.Popen[bytes], lines: queue.Queue[str | None], seconds: float, log_path: str
+) -> _Head:
+    deadline = time.monotonic() + seconds
+    while True:
+        left = deadline - time.monotonic()
+        try:
+            line = lines.get(timeout=max(0.0, left)) if left > 0 else None
+        except queue.Empty:
+            line = None
+        if line is not None and line.startswith(_HEAD_MARK):
+            address = line[len(_HEAD_MARK) :].strip()
+            logger.info("ray: local instance at %s (its log: %s)", address, log_path)
+            return _Head(proc=proc, address=address, log_path=log_path)
+        if line is not None:
+            logger.info("ray: %s", line.rstrip())
+            continue
+        exited = proc.poll()
+        _kill_tree(proc)
+        tail = _log_tail(log_path)
+        if exited is not None:
+            raise _StartFailed(f"it exited with code {exited}: {tail}; its log: {log_path}")
+        raise _StartFailed(f"no instance after {seconds:g} s: {tail}; its log: {log_path}")
+
+
+def _pump(stream: IO[bytes], lines: queue.Queue[str | None]) -> None:
+    for raw in stream:
+        lines.put(raw.decode("utf-8", "replace"))
+    lines.put(None)
+
+
+def _log_tail(path: str) -> str:
+    try:
+        with open(path, "rb") as fh:
+            text = fh.read()[-20000:].decode("utf-8", "replace")
+    except OSError:
+        return "no log"
+    for line in reversed(text.splitlines()):
+        line = line.strip()
+        if line and not line.startswith(("File ", "^", "~")):
+            return line[:300]
+    return "nothing logged"
+
+
+def _descendants(pid: int) -> list[int]:
+    """``pid``'s descendants, from /proc (children first found, then theirs)."""
+    parents: dict[int, list[int]] = {}
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/stat", "rb") as fh:
+                stat = fh.read().decode("utf-8", "replace")
+        except OSError:
+            continue
+        ppid = int(stat.rpartition(")")[2].split()[1])
+        parents.setdefault(ppid, []).append(int(entry))
+    out: list[int] = []
+    todo = [pid]
+    while todo:
+        for child in parents.get(todo.pop(), []):
+            out.append(child)
+            todo.append(child)
+    return out
+
+
+def _kill_tree(proc: subprocess.Popen[bytes]) -> None:
+    """Kill the child and every process it started (its session and its descendants)."""
+    victims = _descendants(proc.pid)
+    for pid in (proc.pid, *victims):
+        with contextlib.suppress(OSError):
+            os.kill(pid, signal.SIGKILL)
+    with contextlib.suppress(OSError):
+        os.killpg(proc.pid, signal.SIGKILL)
+    with contextlib.suppress(Exception):
+        proc.wait(timeout=30)
+
+
+def _stop_head(head: _Head) -> None:
+    """At exit: disconnect, let the child shut its instance down, kill what is left."""
+    import ray
+
+    with contextlib.suppress(Exception):
+        ray.shutdown()
+    if head.alive():
+        with contextlib.suppress(OSError):
+            if head.proc.stdin is not None:
+                head.proc.stdin.close()
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            head.proc.wait(timeout=30)
+    _kill_tree(head.proc)
+    with contextlib.suppress(OSError):
+        os.unlink(head.log_path)
 
 
 @contextlib.contextmanager
@@ -145,4 +456,13 @@ def _terminal_to_log() -> Iterator[None]:
                     logger.info("ray: %s", line)
 
 
-__all__ = ["DEFAULT_CONNECT_TIMEOUT", "check_reachable", "connect_ray", "ray_endpoint"]
+__all__ = [
+    "DEFAULT_CONNECT_TIMEOUT",
+    "DEFAULT_START_TIMEOUT",
+    "START_TIMEOUT_ENV",
+    "RayStartError",
+    "check_reachable",
+    "connect_ray",
+    "ray_endpoint",
+    "resolve_start_timeout",
+]

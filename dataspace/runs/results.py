@@ -1,15 +1,26 @@
 """The results table: one row per attempt, a fixed schema, stored as Parquet.
 
+A row is a :class:`ResultRow`: one frozen record whose ``status`` is an ``AttemptStatus``,
+built only here (:meth:`ResultRow.finished` for an attempt that ran,
+:meth:`ResultRow.skipped` and :meth:`ResultRow.unfinished` for one that did not), written
+as ``result.json`` and as a row of ``results.parquet`` (:meth:`ResultRow.to_dict`) and read
+back from either (:meth:`ResultRow.from_row`). It is also a read-only mapping of its
+columns, so ``row["status"]`` reads as it always has.
+
 Nested records (the evaluator's verdict, the task's metadata) are kept as JSON strings so
 that the schema never depends on what a release annotates.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import io
 import json
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
 from typing import Any
+
+from dataspace.runs.status import AttemptStatus
 
 RESULTS_SCHEMA_VERSION = "1.0"
 PHASES = ("queue", "staging", "sandbox_start", "agent", "collect", "evaluation", "upload")
@@ -49,6 +60,243 @@ COLUMNS: tuple[tuple[str, str], ...] = (
     ("verdict", "json"),
     ("task_metadata", "json"),
 )
+
+
+_NAMES = tuple(name for name, _ in COLUMNS)
+_PHASE_COLUMNS = {f"phase_{p}_seconds" for p in PHASES}
+
+
+@dataclass(frozen=True, kw_only=True)
+class ResultRow(Mapping[str, Any]):
+    """One attempt's row of the results (the columns of ``COLUMNS``, in their order).
+
+    Usage and timing columns are None for an attempt that did not run (skipped or
+    unfinished); ``passed`` is None for an unscored task, and False for an infrastructure
+    error on a scored one (it scores as incorrect).
+    """
+
+    run_id: str
+    key: str
+    agent: str
+    harness: str
+    protocol: str | None = None
+    model: str | None = None
+    task_id: str
+    attempt: int
+    status: AttemptStatus
+    scored: bool = True
+    passed: bool | None = None
+    error_code: str | None = None
+    error: str | None = None
+    infra_retries: int = 0
+    input_tokens: int | None = None
+    cached_input_tokens: int | None = None
+    output_tokens: int | None = None
+    reasoning_tokens: int | None = None
+    cost_usd: float | None = None
+    model_turns: int | None = None
+    tool_actions: int | None = None
+    model_calls: int | None = None
+    model_seconds: float | None = None
+    model_retries: int | None = None
+    model_retry_seconds: float | None = None
+    model_queue_seconds: float | None = None
+    wall_seconds: float | None = None
+    working_seconds: float | None = None
+    phase_queue_seconds: float | None = None
+    phase_staging_seconds: float | None = None
+    phase_sandbox_start_seconds: float | None = None
+    phase_agent_seconds: float | None = None
+    phase_collect_seconds: float | None = None
+    phase_evaluation_seconds: float | None = None
+    phase_upload_seconds: float | None = None
+    sandbox_enforcement: str | None = None
+    verdict: Mapping[str, Any] | None = None
+    task_metadata: Mapping[str, Any] = field(default_factory=dict)
+
+    # ---- the ways a row is made ---------------------------------------------------------
+    @classmethod
+    def finished(
+        cls,
+        *,
+        identity: Mapping[str, Any],
+        end_state: str,
+        verdict: Mapping[str, Any] | None,
+        error: str | None,
+        infra_retries: int,
+        usage: Mapping[str, Any],
+        model_turns: int,
+        tool_actions: int,
+        wall_seconds: float,
+        working_seconds: float,
+        phases: Mapping[str, float],
+        sandbox_enforcement: str,
+    ) -> ResultRow:
+        """The row of an attempt that ran to an agent outcome.
+
+        Args:
+            identity: ``run_id, key, agent, harness, protocol, model, task_id, attempt,
+                task_metadata`` (see :func:`row_identity`).
+            end_state: the harness's end state (an ``AttemptStatus`` value).
+            verdict: the evaluator's verdict, None for an unscored task.
+            error: the harness's one-line error, if any.
+            infra_retries: infrastructure failures of earlier tries of the attempt.
+            usage: ``dataspace.agents.Usage.to_dict()``.
+            model_turns: model calls that counted as turns.
+            tool_actions: tool calls executed.
+            wall_seconds: the attempt's wall time.
+            working_seconds: wall time minus time waiting on model retries.
+            phases: seconds per phase (``PHASES``).
+            sandbox_enforcement: how the sandbox enforced its limits.
+        """
+        unknown = sorted(set(phases) - set(PHASES))
+        if unknown:
+            raise ValueError(f"unknown phases {unknown} (known: {PHASES})")
+        return cls(
+            **identity,
+            status=AttemptStatus(end_state),
+            scored=verdict is not None,
+            passed=None if verdict is None else bool(verdict["passed"]),
+            error_code=None if verdict is None else verdict.get("error_code"),
+            error=error,
+            verdict=None if verdict is None else dict(verdict),
+            infra_retries=infra_retries,
+            input_tokens=int(usage["input_tokens"]),
+            cached_input_tokens=int(usage["cached_input_tokens"]),
+            output_tokens=int(usage["output_tokens"]),
+            reasoning_tokens=int(usage["reasoning_tokens"]),
+            cost_usd=float(usage["cost_usd"]),
+            model_turns=model_turns,
+            tool_actions=tool_actions,
+            model_calls=int(usage["model_calls"]),
+            model_seconds=float(usage["model_seconds"]),
+            model_retries=int(usage["retries"]),
+            model_retry_seconds=float(usage["retry_seconds"]),
+            model_queue_seconds=float(usage.get("queue_seconds", 0.0)),
+            wall_seconds=wall_seconds,
+            working_seconds=working_seconds,
+            sandbox_enforcement=sandbox_enforcement,
+            **_phase_columns(phases),
+        )
+
+    @classmethod
+    def skipped(cls, *, identity: Mapping[str, Any], reason: str) -> ResultRow:
+        """The row of an attempt that is never run (an oracle on a task without gold)."""
+        return cls(**identity, status=AttemptStatus.SKIPPED, scored=False, error=reason)
+
+    @classmethod
+    def unfinished(
+        cls,
+        *,
+        identity: Mapping[str, Any],
+        scored: bool,
+        failures: Sequence[Mapping[str, Any]],
+        reason: str,
+    ) -> ResultRow:
+        """The row of an attempt with no result yet (a rerun tries it again).
+
+        Args:
+            identity: the identity columns (see :func:`row_identity`).
+            scored: the task has gold and a config.
+            failures: its recorded infrastructure failures, oldest first; with any it is an
+                ``infrastructure_error`` (and scores as incorrect), else ``not_scheduled``.
+            reason: why it was not scheduled (used when there are no failures).
+        """
+        if failures:
+            last = failures[-1]
+            return cls(
+                **identity,
+                status=AttemptStatus.INFRASTRUCTURE_ERROR,
+                scored=scored,
+                passed=False if scored else None,
+                error_code=None if last.get("code") is None else str(last["code"]),
+                error=str(last.get("error", "")),
+                infra_retries=len(failures),
+            )
+        return cls(**identity, status=AttemptStatus.NOT_SCHEDULED, scored=scored, error=reason)
+
+    def priced(self, cost_usd: float | None) -> ResultRow:
+        """The row with its cost replaced (recomputed from its tokens at other prices)."""
+        return dataclasses.replace(self, cost_usd=cost_usd)
+
+    # ---- the stored forms ---------------------------------------------------------------
+    def to_dict(self) -> dict[str, Any]:
+        """The row as ``result.json`` and the Parquet writer take it (status as text)."""
+        out = {name: getattr(self, name) for name in _NAMES}
+        out["status"] = self.status.value
+        out["verdict"] = None if self.verdict is None else dict(self.verdict)
+        out["task_metadata"] = dict(self.task_metadata)
+        return out
+
+    @classmethod
+    def from_row(cls, row: Mapping[str, Any]) -> ResultRow:
+        """A row read back from ``result.json`` or ``results.parquet`` (any schema 1.x).
+
+        Columns it does not have are None (a row written before a column existed); JSON
+        columns may be decoded or still JSON text.
+
+        Raises:
+            ValueError: no ``status``, or one that is not an ``AttemptStatus``.
+        """
+        values: dict[str, Any] = {}
+        for name, kind in COLUMNS:
+            v = row.get(name)
+            if kind == "json" and isinstance(v, str):
+                v = json.loads(v)
+            values[name] = v
+        values["status"] = AttemptStatus(str(row.get("status")))
+        values["task_metadata"] = values["task_metadata"] or {}
+        for name in ("scored",):
+            if values[name] is None:
+                values[name] = True
+        if values["infra_retries"] is None:
+            values["infra_retries"] = 0
+        return cls(**values)
+
+    # ---- a read-only mapping of the columns ---------------------------------------------
+    def __getitem__(self, name: str) -> Any:
+        if name not in _FIELDS:
+            raise KeyError(name)
+        return getattr(self, name)
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(_NAMES)
+
+    def __len__(self) -> int:
+        return len(_NAMES)
+
+
+_FIELDS = frozenset(_NAMES)
+
+
+def _phase_columns(phases: Mapping[str, float]) -> dict[str, Any]:
+    return {f"phase_{k}_seconds": float(v) for k, v in phases.items()}
+
+
+def row_identity(
+    *,
+    run_id: str,
+    key: str,
+    agent: str,
+    harness: str,
+    protocol: str,
+    model: str | None,
+    task_id: str,
+    attempt: int,
+    task_metadata: Mapping[str, Any] | None,
+) -> dict[str, Any]:
+    """The columns every row has, whatever became of its attempt."""
+    return {
+        "run_id": run_id,
+        "key": key,
+        "agent": agent,
+        "harness": harness,
+        "protocol": protocol,
+        "model": model,
+        "task_id": task_id,
+        "attempt": attempt,
+        "task_metadata": dict(task_metadata or {}),
+    }
 
 
 def _arrow_schema() -> Any:
@@ -104,6 +352,13 @@ def rows_to_parquet(rows: Iterable[Mapping[str, Any]]) -> bytes:
     return buf.getvalue()
 
 
+def read_rows(data: bytes) -> list[ResultRow]:
+    """Parquet bytes -> the rows as records (nulls stay None; no pandas)."""
+    import pyarrow.parquet as pq
+
+    return [ResultRow.from_row(r) for r in pq.read_table(io.BytesIO(data)).to_pylist()]
+
+
 def read_results(data: bytes) -> Any:
     """Parquet bytes -> pandas DataFrame with ``verdict`` and ``task_metadata`` decoded."""
     import pyarrow.parquet as pq
@@ -118,7 +373,10 @@ __all__ = [
     "COLUMNS",
     "PHASES",
     "RESULTS_SCHEMA_VERSION",
+    "ResultRow",
     "normalize_row",
     "read_results",
+    "read_rows",
+    "row_identity",
     "rows_to_parquet",
 ]

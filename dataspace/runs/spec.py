@@ -12,9 +12,12 @@ how much to run at once. Example::
         harness: gold
     protocol: official                 # or extended (dataspace.agents.protocol)
     limits: {model_turns: 60, tool_actions: 50, wall_seconds: 1800, command_timeout: 180}
-    sandbox: {backend: local, cpus: 1, memory: 2GiB, pids: 256}
+    sandbox: {backend: local, cpus: 4, memory: 16g, pids: 256, tmp: 2g}
     concurrency: 2
     attempts: 1
+
+Limits and resources left out take the official baseline's values (``dataspace.limits``,
+the values of this example).
 
 Identity: the fingerprint covers what changes results (release content, agents, models,
 protocol profile, limits, sandbox runtime, attempts, task selection), not how fast they are produced
@@ -33,6 +36,7 @@ from pathlib import Path
 from typing import Any, NoReturn
 
 from dataspace.errors import ConfigError
+from dataspace.limits import AGENT_FIELDS, DEFAULT_LIMITS, Limits
 
 SPEC_SCHEMA_VERSION = "1.0"
 _NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._@+-]{0,127}$")
@@ -123,25 +127,10 @@ class AgentSpec:
 
 
 @dataclass(frozen=True, kw_only=True)
-class LimitsSpec:
-    """Agent budgets."""
-
-    model_turns: int = 60
-    tool_actions: int = 50
-    wall_seconds: float = 1800.0
-    command_timeout: float = 180.0
-
-
-@dataclass(frozen=True, kw_only=True)
 class SandboxConfig:
-    """Sandbox backend and resources (requests equal limits)."""
+    """Sandbox backend and image; its resources are on the run's ``Limits``."""
 
     backend: str = "local"
-    cpus: float = 1.0
-    memory_bytes: int = 2 * 1024**3
-    pids: int = 256
-    tmp_bytes: int = 512 * 1024**2
-    output_bytes: int = 1024**3
     image: str | None = None
     options: Mapping[str, Any] = field(default_factory=dict)
 
@@ -154,12 +143,13 @@ class RunSpec:
     release: str
     store: str
     agents: tuple[AgentSpec, ...]
-    limits: LimitsSpec = field(default_factory=LimitsSpec)
+    limits: Limits = field(default_factory=Limits)
     sandbox: SandboxConfig = field(default_factory=SandboxConfig)
     concurrency: int = 2
     attempts: int = 1
     tasks: tuple[str, ...] | None = None
     ray_address: str | None = None
+    ray_start_timeout: float | None = None  # None: dataspace.runs.ray_start's default
     max_infra_retries: int = 3
     fail_fast_after: int = 3
     spend_limit_usd: float | None = None
@@ -183,8 +173,8 @@ class RunSpec:
             "release_fingerprint": release_fingerprint,
             "tasks": None if self.tasks is None else list(self.tasks),
             "agents": [agent_identity(a) for a in self.agents],
-            "limits": asdict(self.limits),
-            "sandbox": asdict(self.sandbox),
+            "limits": self.limits.agent_budgets(),
+            "sandbox": sandbox_identity(self),
             "attempts": self.attempts,
             "protocol": self.protocol,
         }
@@ -192,6 +182,17 @@ class RunSpec:
     def to_dict(self) -> dict[str, Any]:
         """Plain dict (JSON-safe)."""
         return json.loads(json.dumps(asdict(self), default=list))
+
+
+def sandbox_identity(spec: RunSpec) -> dict[str, Any]:
+    """The spec's ``sandbox`` as the fingerprint has always recorded it.
+
+    Backend, image and options with the sandbox's resources (``cpus``, ``memory_bytes``,
+    ``pids``, ``tmp_bytes``, ``output_bytes``), which live on the run's ``Limits``.
+    """
+    sb = spec.sandbox
+    return {"backend": sb.backend, **spec.limits.resources(), "image": sb.image,
+            "options": dict(sb.options)}  # fmt: skip
 
 
 # settings that only pace model calls (they never change what an attempt does)
@@ -297,31 +298,28 @@ def parse_spec(obj: object, *, source: str, base_dir: Path | None = None) -> Run
     names = [a.name for a in agents]
     if len(set(names)) != len(names):
         r.fail("agents", f"agent names must be unique, got {names}")
-    ld = LimitsSpec()
     lim = r.mapping(d.get("limits", {}), "limits")
-    r.no_extra(lim, set(LimitsSpec.__dataclass_fields__), "limits")
-    limits = LimitsSpec(
-        model_turns=r.positive_int(lim.get("model_turns", ld.model_turns), "limits.model_turns"),
-        tool_actions=r.positive_int(
-            lim.get("tool_actions", ld.tool_actions), "limits.tool_actions"
-        ),
-        wall_seconds=r.positive(lim.get("wall_seconds", ld.wall_seconds), "limits.wall_seconds"),
-        command_timeout=r.positive(
-            lim.get("command_timeout", ld.command_timeout), "limits.command_timeout"
-        ),
-    )
-    sd = SandboxConfig()
+    r.no_extra(lim, set(AGENT_FIELDS), "limits")
     sb = r.mapping(d.get("sandbox", {}), "sandbox")
-    r.no_extra(
-        sb, {"backend", "cpus", "memory", "pids", "tmp", "output", "image", "options"}, "sandbox"
+    r.no_extra(sb, {"backend", *_RESOURCE_KEYS, "image", "options"}, "sandbox")
+    dl = DEFAULT_LIMITS
+    limits = Limits(
+        model_turns=r.positive_int(lim.get("model_turns", dl.model_turns), "limits.model_turns"),
+        tool_actions=r.positive_int(
+            lim.get("tool_actions", dl.tool_actions), "limits.tool_actions"
+        ),
+        wall_seconds=r.positive(lim.get("wall_seconds", dl.wall_seconds), "limits.wall_seconds"),
+        command_timeout=r.positive(
+            lim.get("command_timeout", dl.command_timeout), "limits.command_timeout"
+        ),
+        cpus=r.positive(sb.get("cpus", dl.cpus), "sandbox.cpus"),
+        memory_bytes=r.size(sb.get("memory", dl.memory_bytes), "sandbox.memory"),
+        pids=r.positive_int(sb.get("pids", dl.pids), "sandbox.pids"),
+        tmp_bytes=r.size(sb.get("tmp", dl.tmp_bytes), "sandbox.tmp"),
+        output_bytes=r.size(sb.get("output", dl.output_bytes), "sandbox.output"),
     )
     sandbox = SandboxConfig(
-        backend=r.string(sb.get("backend", sd.backend), "sandbox.backend"),
-        cpus=r.positive(sb.get("cpus", sd.cpus), "sandbox.cpus"),
-        memory_bytes=r.size(sb.get("memory", sd.memory_bytes), "sandbox.memory"),
-        pids=r.positive_int(sb.get("pids", sd.pids), "sandbox.pids"),
-        tmp_bytes=r.size(sb.get("tmp", sd.tmp_bytes), "sandbox.tmp"),
-        output_bytes=r.size(sb.get("output", sd.output_bytes), "sandbox.output"),
+        backend=r.string(sb.get("backend", _default(SandboxConfig, "backend")), "sandbox.backend"),
         image=r.optional_string(sb.get("image"), "sandbox.image"),
         options=r.mapping(sb.get("options", {}), "sandbox.options"),
     )
@@ -332,7 +330,8 @@ def parse_spec(obj: object, *, source: str, base_dir: Path | None = None) -> Run
             r.fail("tasks", "must be a list of task ids")
         tasks = tuple(tasks_raw)
     ray = r.mapping(d.get("ray") or {}, "ray")
-    r.no_extra(ray, {"address"}, "ray")
+    r.no_extra(ray, {"address", "start_timeout"}, "ray")
+    ray_start = ray.get("start_timeout")
     spend = d.get("spend_limit_usd")
     from dataspace.agents.protocol import DEFAULT_PROTOCOL, PROFILES
 
@@ -353,6 +352,7 @@ def parse_spec(obj: object, *, source: str, base_dir: Path | None = None) -> Run
         attempts=r.positive_int(d.get("attempts", _default(RunSpec, "attempts")), "attempts"),
         tasks=tasks,
         ray_address=r.optional_string(ray.get("address"), "ray.address"),
+        ray_start_timeout=None if ray_start is None else r.positive(ray_start, "ray.start_timeout"),
         max_infra_retries=r.positive_int(
             d.get("max_infra_retries", _default(RunSpec, "max_infra_retries")),
             "max_infra_retries",
@@ -385,6 +385,8 @@ _TOP_KEYS = {
     "spend_limit_usd",
     "protocol",
 }
+# the spec's names of the sandbox's resources (``memory: 16g``; Limits.memory_bytes ...)
+_RESOURCE_KEYS = ("cpus", "memory", "pids", "tmp", "output")
 _MODEL_KEYS = {"id", "base_url", "key_env", "prices", "max_concurrency", "timeouts"}
 
 
@@ -528,7 +530,7 @@ class _Reader:
 __all__ = [
     "PACE_SETTINGS",
     "AgentSpec",
-    "LimitsSpec",
+    "Limits",
     "ModelSpec",
     "RunSpec",
     "SandboxConfig",
@@ -540,4 +542,5 @@ __all__ = [
     "parse_size",
     "parse_spec",
     "read_model",
+    "sandbox_identity",
 ]

@@ -12,6 +12,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal, Protocol, runtime_checkable
 
+from dataspace.limits import Limits
+
 WORKSPACE_DIR = "/workspace"
 OUTPUT_DIR = "/output"
 TMP_DIR = "/tmp"
@@ -22,30 +24,14 @@ ExecStatus = Literal["ok", "timeout", "resource_limit", "deadline"]
 
 
 @dataclass(frozen=True, kw_only=True)
-class Limits:
-    """Resource limits of one sandbox.
-
-    ``wall_seconds`` is the deadline of the whole sandbox (after it every command is
-    refused or killed); ``command_timeout`` caps each ``exec``.
-    """
-
-    cpus: float = 2.0
-    memory_bytes: int = 2 * 1024**3
-    pids: int = 256
-    wall_seconds: float = 1800.0
-    command_timeout: float = 180.0
-    output_bytes: int = 1024**3
-    tmp_bytes: int = 512 * 1024**2
-
-
-@dataclass(frozen=True, kw_only=True)
 class SandboxSpec:
     """What a backend needs to create one sandbox.
 
     Attributes:
         workspace: local folder staged read-only at /workspace (local backend), or the
             store URI of the workspace (cluster backends).
-        limits: resource limits.
+        limits: resource limits (``dataspace.limits.Limits``; its ``wall_seconds`` is the
+            sandbox's deadline and ``command_timeout`` caps each ``exec``).
         labels: run, agent, task and attempt labels (used for sweeping leftovers).
         image: container image (ignored by the local backend).
         env: extra environment variables for commands (never secrets).
@@ -148,3 +134,17 @@ class SandboxBackend(Protocol):
     def sweep(self, labels: dict[str, str] | None = None) -> int:
         """Remove leftovers (of a crashed controller) matching labels; returns how many."""
         ...
+
+
+__all__ = [
+    "OUTPUT_DIR",
+    "RELAY_DIR",
+    "TMP_DIR",
+    "WORKSPACE_DIR",
+    "ExecResult",
+    "ExecStatus",
+    "Limits",
+    "Sandbox",
+    "SandboxBackend",
+    "SandboxSpec",
+]

@@ -52,7 +52,7 @@ ENVIRONMENT = {
 }
 """The official workbench image's environment, set for every command."""
 
-_IDENTITY_KEYS = (
+IDENTITY_KEYS = (
     "runtime",
     "runtime_version",
     "tools_sha256",
@@ -61,6 +61,7 @@ _IDENTITY_KEYS = (
     "python_packages_sha256",
     "system_packages_sha256",
 )
+"""The manifest keys a run's fingerprint records (``manifest_identity``)."""
 _cache: dict[str, dict[str, Any]] = {}
 
 
@@ -126,7 +127,7 @@ def manifest_identity(manifest: Mapping[str, Any]) -> dict[str, Any]:
     >>> manifest_identity({"runtime_version": "1.0", "tools_sha256": "ab", "other": 1})
     {'runtime_version': '1.0', 'tools_sha256': 'ab'}
     """
-    return {key: manifest[key] for key in _IDENTITY_KEYS if key in manifest}
+    return {key: manifest[key] for key in IDENTITY_KEYS if key in manifest}
 
 
 def runtime_identity(
@@ -152,6 +153,7 @@ def runtime_identity(
 
 __all__ = [
     "ENVIRONMENT",
+    "IDENTITY_KEYS",
     "MANIFEST_MAX_BYTES",
     "MANIFEST_NAME",
     "MANIFEST_PATH",

@@ -51,7 +51,7 @@ def test_filled_in_example_is_the_papers_setup(tmp_path):
         1800,
         180,
     )
-    assert (spec.sandbox.cpus, spec.sandbox.memory_bytes, spec.concurrency) == (4, 16 * 1024**3, 8)
-    assert (spec.sandbox.pids, spec.sandbox.tmp_bytes) == (256, 2 * 1024**3)
+    assert (spec.limits.cpus, spec.limits.memory_bytes, spec.concurrency) == (4, 16 * 1024**3, 8)
+    assert (spec.limits.pids, spec.limits.tmp_bytes) == (256, 2 * 1024**3)
     for a in spec.agents:
         assert ReactSettings.parse(a.settings).max_output_tokens == 32768

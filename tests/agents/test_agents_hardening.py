@@ -305,7 +305,7 @@ def test_the_stored_and_scored_answer_is_the_submitted_one(
 
     from dataspace.agents import register_harness
     from dataspace.runs.attempt import AttemptRequest, run_attempt
-    from dataspace.runs.spec import AgentSpec, LimitsSpec, SandboxConfig
+    from dataspace.runs.spec import AgentSpec, Limits, SandboxConfig
     from dataspace.store import open_store
     from dataspace.testing.scripted_server import ScriptedServer
 
@@ -324,8 +324,8 @@ def test_the_stored_and_scored_answer_is_the_submitted_one(
                 task_id="task_1",
                 attempt=1,
                 key="k1",
-                limits=LimitsSpec(wall_seconds=120, command_timeout=30),
-                sandbox=SandboxConfig(backend="local", memory_bytes=1024**3),
+                limits=Limits(wall_seconds=120, command_timeout=30, memory_bytes=1024**3),
+                sandbox=SandboxConfig(backend="local"),
                 submitted_at=time.time(),
                 protocol=protocol,
             )

@@ -96,7 +96,7 @@ def test_mimic_items_build_into_tasks_a_careful_solver_accepts(mimic_demo, tmp_p
     assert all(rel.metadata(t)["answer_rows"] > 1 for t in ordered)
     # The gold agent passes every task through the real run loop and sandboxes.
     from dataspace.runs.controller import execute_run
-    from dataspace.runs.spec import AgentSpec, RunSpec, SandboxConfig
+    from dataspace.runs.spec import AgentSpec, Limits, RunSpec, SandboxConfig
 
     run = execute_run(
         RunSpec(
@@ -104,7 +104,8 @@ def test_mimic_items_build_into_tasks_a_careful_solver_accepts(mimic_demo, tmp_p
             release=str(a),
             store=f"file://{tmp_path / 'store'}",
             agents=(AgentSpec(name="gold", harness="gold"),),
-            sandbox=SandboxConfig(backend="local", cpus=1.0, memory_bytes=1024**3),
+            limits=Limits(cpus=1.0, memory_bytes=1024**3),
+            sandbox=SandboxConfig(backend="local"),
             concurrency=2,
         )
     )

@@ -151,7 +151,7 @@ def test_ehrsql_mimic3_demo_source_build(tmp_path):
 @pytest.mark.ray
 def test_gold_agent_scores_everything_on_a_stage3_release(bundled_items, tmp_path):
     from dataspace.runs.controller import execute_run
-    from dataspace.runs.spec import AgentSpec, RunSpec, SandboxConfig
+    from dataspace.runs.spec import AgentSpec, Limits, RunSpec, SandboxConfig
 
     force = {"31": "answer_evidence", "0a1388be5658f90d64861c22": "predicate_abstraction"}
     items = [i for i in bundled_items if i.id in force][:2] + list(bundled_items[:4])
@@ -161,7 +161,8 @@ def test_gold_agent_scores_everything_on_a_stage3_release(bundled_items, tmp_pat
         release=str(release.root),
         store=f"file://{tmp_path / 'store'}",
         agents=(AgentSpec(name="gold", harness="gold"),),
-        sandbox=SandboxConfig(backend="local", cpus=1.0, memory_bytes=1024**3),
+        limits=Limits(cpus=1.0, memory_bytes=1024**3),
+        sandbox=SandboxConfig(backend="local"),
         concurrency=2,
     )
     outcome = execute_run(spec)

@@ -221,7 +221,7 @@ def _mimic_db() -> Path:
 @pytest.mark.integration
 def test_gold_agent_scores_everything_on_the_mimic_sample(mimic_release):
     from dataspace.runs.controller import execute_run
-    from dataspace.runs.spec import AgentSpec, RunSpec, SandboxConfig
+    from dataspace.runs.spec import AgentSpec, Limits, RunSpec, SandboxConfig
 
     base, _report = mimic_release
     spec = RunSpec(
@@ -229,7 +229,8 @@ def test_gold_agent_scores_everything_on_the_mimic_sample(mimic_release):
         release=str(base / "release"),
         store=f"file://{base / 'store'}",
         agents=(AgentSpec(name="gold", harness="gold"),),
-        sandbox=SandboxConfig(memory_bytes=512 * 1024**2),
+        limits=Limits(memory_bytes=512 * 1024**2),
+        sandbox=SandboxConfig(),
         concurrency=2,
     )
     out = execute_run(spec)

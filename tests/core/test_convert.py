@@ -86,8 +86,8 @@ def test_official_models_config_converts_key_for_key(tmp_path):
     assert sonnet["settings"]["extra_body"] == {"providerOptions": {"gateway": {"caching": "auto"}}}
     _check_refused_until_prices(out)
     spec = load_spec(out)
-    assert spec.sandbox.memory_bytes == 16 * 1024**3  # "16g" as Docker reads it
-    assert spec.sandbox.pids == official["sandbox"]["pids_limit"]
+    assert spec.limits.memory_bytes == 16 * 1024**3  # "16g" as Docker reads it
+    assert spec.limits.pids == official["sandbox"]["pids_limit"]
 
 
 def test_official_harness_config_gives_one_agent_per_enabled_harness(tmp_path):
@@ -139,7 +139,7 @@ def test_own_fixture_with_the_same_keys(tmp_path):
     assert s["max_tool_output_chars"] == 10000 and s["image_max_edge"] == 1200
     assert s.get("profile") == "official" or s.get("tell_remaining_time") is False
     _check_refused_until_prices(out)
-    assert load_spec(out).sandbox.memory_bytes == 8 * 1024**3
+    assert load_spec(out).limits.memory_bytes == 8 * 1024**3
 
     both = _convert(str(FIXTURES / "vercel.yaml"), str(FIXTURES / "harness.yaml"))
     assert both.returncode == 0, both.stderr

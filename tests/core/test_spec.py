@@ -30,7 +30,7 @@ def test_yaml_file_relative_paths_resolve_against_the_spec(tmp_path):
     spec = load_spec(p)
     assert spec.release == str(tmp_path / "rel")
     assert spec.store == str(tmp_path / "out" / "store")
-    assert spec.sandbox.memory_bytes == 512 * 1024**2
+    assert spec.limits.memory_bytes == 512 * 1024**2
 
 
 @pytest.mark.parametrize(

@@ -19,7 +19,7 @@ from k8s_support import IMAGE_BINDS, NAMESPACE
 
 from dataspace.runs.attempt import AttemptRequest, run_attempt
 from dataspace.runs.layout import RunLayout
-from dataspace.runs.spec import AgentSpec, LimitsSpec, SandboxConfig
+from dataspace.runs.spec import AgentSpec, Limits, SandboxConfig
 from dataspace.sandbox.kubernetes import BASE_PATH, register
 from dataspace.sandbox.workbench import manifest_identity
 from dataspace.testing.fake_k8s import RUNTIME_MANIFEST, FakeKubernetes, chroot_runtime_available
@@ -59,8 +59,8 @@ def test_an_attempt_runs_in_a_pod_and_streams_its_files_to_s3(
             task_id="task_1",
             attempt=1,
             key="k1",
-            limits=LimitsSpec(wall_seconds=120, command_timeout=30),
-            sandbox=SandboxConfig(backend="kubernetes", cpus=1, options=options),
+            limits=Limits(wall_seconds=120, command_timeout=30, cpus=1),
+            sandbox=SandboxConfig(backend="kubernetes", options=options),
             submitted_at=time.time(),
         )
         row = run_attempt(req)

@@ -145,12 +145,12 @@ def test_the_run_spec_of_each_deployment_is_valid_and_its_pods_validate(overlay:
     spec, options = _options_of(render(overlay))
     assert spec.sandbox.backend == "kubernetes"
     limits = Limits(
-        cpus=spec.sandbox.cpus,
-        memory_bytes=spec.sandbox.memory_bytes,
-        pids=spec.sandbox.pids,
+        cpus=spec.limits.cpus,
+        memory_bytes=spec.limits.memory_bytes,
+        pids=spec.limits.pids,
         wall_seconds=spec.limits.wall_seconds + 60,
-        output_bytes=spec.sandbox.output_bytes,
-        tmp_bytes=spec.sandbox.tmp_bytes,
+        output_bytes=spec.limits.output_bytes,
+        tmp_bytes=spec.limits.tmp_bytes,
     )
     template = PodTemplate(
         namespace=options.namespace,

@@ -3,10 +3,11 @@ import pytest
 
 @pytest.fixture(scope="session")
 def ray_local():
-    """One in-process Ray instance for the controller tests of this session."""
+    """One Ray instance for the controller tests of this session (started the CLI's way)."""
     import ray
 
-    if not ray.is_initialized():
-        ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False, configure_logging=False)
+    from dataspace.runs.ray_start import connect_ray
+
+    connect_ray(num_cpus=2)
     yield ray
     ray.shutdown()

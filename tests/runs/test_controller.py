@@ -6,7 +6,7 @@ import pytest
 from dataspace.errors import ConfigError, SpecChangedError
 from dataspace.runs.controller import execute_run, plan_attempts
 from dataspace.runs.results import read_results
-from dataspace.runs.spec import AgentSpec, LimitsSpec, ModelSpec, RunSpec, SandboxConfig
+from dataspace.runs.spec import AgentSpec, Limits, ModelSpec, RunSpec, SandboxConfig
 from dataspace.store import open_store
 from dataspace.testing.releases import write_tiny_release
 
@@ -22,7 +22,8 @@ def _spec(tmp_path, **kw):
         release=str(rel),
         store=f"file://{tmp_path / 'store'}",
         agents=(AgentSpec(name="gold", harness="gold"),),
-        sandbox=SandboxConfig(memory_bytes=512 * 1024**2),
+        limits=Limits(memory_bytes=512 * 1024**2),
+        sandbox=SandboxConfig(),
         concurrency=2,
     )
     base.update(kw)
@@ -85,7 +86,9 @@ def test_gold_run_scores_everything_and_resumes(tmp_path, ray_local):
 
 def test_changed_spec_under_the_same_run_id_is_refused(tmp_path, ray_local):
     execute_run(_spec(tmp_path, tasks=("task_1",)))
-    changed = _spec(tmp_path, tasks=("task_1",), limits=LimitsSpec(model_turns=5))
+    changed = _spec(
+        tmp_path, tasks=("task_1",), limits=Limits(model_turns=5, memory_bytes=512 * 1024**2)
+    )
     with pytest.raises(SpecChangedError, match=r"limits\.model_turns"):
         execute_run(changed)
     # speed settings are not part of the identity
@@ -95,8 +98,8 @@ def test_changed_spec_under_the_same_run_id_is_refused(tmp_path, ray_local):
 
 def test_attempt_keys_cover_what_decides_results(tmp_path):
     a = plan_attempts(_spec(tmp_path), ["task_1"])[0].key
-    b = plan_attempts(_spec(tmp_path, limits=LimitsSpec(tool_actions=3)), ["task_1"])[0].key
-    c = plan_attempts(_spec(tmp_path, sandbox=SandboxConfig(cpus=2)), ["task_1"])[0].key
+    b = plan_attempts(_spec(tmp_path, limits=Limits(tool_actions=3)), ["task_1"])[0].key
+    c = plan_attempts(_spec(tmp_path, limits=Limits(cpus=2)), ["task_1"])[0].key
     assert len({a, b, c}) == 3
     assert plan_attempts(_spec(tmp_path, concurrency=7), ["task_1"])[0].key == a
 

@@ -33,7 +33,7 @@ def demo(tmp_path_factory: pytest.TempPathFactory, ray_local: Any) -> dict[str, 
 
     from dataspace.demo import oracle_failures, run_demo
     from dataspace.runs.controller import execute_run
-    from dataspace.runs.spec import AgentSpec, RunSpec, SandboxConfig
+    from dataspace.runs.spec import AgentSpec, Limits, RunSpec, SandboxConfig
 
     out = tmp_path_factory.mktemp("demo-protocols")
     official = run_demo(out, protocol="official")
@@ -42,7 +42,8 @@ def demo(tmp_path_factory: pytest.TempPathFactory, ray_local: Any) -> dict[str, 
         release=str(official.release_dir),
         store=f"file://{out / 'store-extended'}",
         agents=(AgentSpec(name="gold", harness="gold"),),
-        sandbox=SandboxConfig(backend="local", cpus=1.0, memory_bytes=1024**3),
+        limits=Limits(cpus=1.0, memory_bytes=1024**3),
+        sandbox=SandboxConfig(backend="local"),
         concurrency=2,
         protocol="extended",
     )

@@ -394,14 +394,15 @@ def test_export_of_a_task_selection_says_what_the_evaluator_will_count(
     """Guards a bundle of a partial run from being read as a full-release score."""
     from dataspace.runs.controller import execute_run
     from dataspace.runs.export import export_bundle
-    from dataspace.runs.spec import AgentSpec, RunSpec, SandboxConfig
+    from dataspace.runs.spec import AgentSpec, Limits, RunSpec, SandboxConfig
 
     spec = RunSpec(
         run_id="selection",
         release=str(official.release),
         store=f"file://{tmp_path / 'store'}",
         agents=(AgentSpec(name="gold", harness="gold"),),
-        sandbox=SandboxConfig(memory_bytes=512 * 1024**2),
+        limits=Limits(memory_bytes=512 * 1024**2),
+        sandbox=SandboxConfig(),
         tasks=("task_5", "task_6"),
     )
     outcome = execute_run(spec)

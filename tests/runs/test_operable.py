@@ -249,7 +249,7 @@ def test_docker_style_memory_reads_as_gibibytes(tmp_path, release):
         sandbox={"memory": "16g", "tmp": "2g"},
     )
     s = load_spec(spec)
-    assert s.sandbox.memory_bytes == 16 * 1024**3 and s.sandbox.tmp_bytes == 2 * 1024**3
+    assert s.limits.memory_bytes == 16 * 1024**3 and s.limits.tmp_bytes == 2 * 1024**3
 
 
 # ---- during and after a run ---------------------------------------------------------------

@@ -1,0 +1,165 @@
+"""Ray start-up: a bounded local start with one clean retry, and heads that are not Ray.
+
+The error paths are made deterministic: a start-up timeout far below what any Ray start
+takes (starting Python and importing Ray alone take longer), and loopback ports where
+something other than a Ray head listens.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import threading
+import time
+import uuid
+from pathlib import Path
+
+import pytest
+from cli_helpers import cli_env, dataspace, short_ray_dir, write_spec
+
+from dataspace.errors import ConfigError
+from dataspace.runs.ray_start import (
+    START_TIMEOUT_ENV,
+    check_reachable,
+    resolve_start_timeout,
+)
+from dataspace.testing.releases import write_tiny_release
+
+
+class _Listener:
+    """A loopback TCP server that is not Ray: silent, or answering like an HTTP/1 server."""
+
+    def __init__(self, reply: bytes | None) -> None:
+        self.sock = socket.socket()
+        self.sock.bind(("127.0.0.1", 0))
+        self.sock.listen(8)
+        self.port = self.sock.getsockname()[1]
+        self.reply = reply
+        self.conns: list[socket.socket] = []
+        threading.Thread(target=self._serve, daemon=True).start()
+
+    def _serve(self) -> None:
+        while True:
+            try:
+                conn, _ = self.sock.accept()
+            except OSError:
+                return
+            self.conns.append(conn)
+            if self.reply is not None:
+                conn.recv(1024)
+                conn.sendall(self.reply)
+
+    def close(self) -> None:
+        for c in self.conns:
+            c.close()
+        self.sock.close()
+
+
+@pytest.mark.parametrize(
+    ("reply", "words"),
+    [(None, "no answer within 1 s"), (b"HTTP/1.1 400 Bad Request\r\n\r\n", "not a Ray head")],
+)
+def test_a_port_where_ray_is_not_is_refused_in_bounded_time(reply, words):
+    """Guards ``ray.address`` pointing at a port that accepts but is no Ray head (a hang)."""
+    server = _Listener(reply)
+    try:
+        t0 = time.monotonic()
+        with pytest.raises(ConfigError) as err:
+            check_reachable(f"127.0.0.1:{server.port}", timeout=1.0)
+        assert time.monotonic() - t0 < 30
+    finally:
+        server.close()
+    text = str(err.value)
+    assert text.startswith("ray.address '127.0.0.1:") and words in text
+    assert "\n" not in text
+
+
+def test_the_start_timeout_is_configurable(monkeypatch):
+    """Guards the resolution order: the environment, then the spec, then the default."""
+    monkeypatch.delenv(START_TIMEOUT_ENV, raising=False)
+    assert resolve_start_timeout(None) == 90.0 and resolve_start_timeout(12) == 12.0
+    monkeypatch.setenv(START_TIMEOUT_ENV, "7.5")
+    assert resolve_start_timeout(12) == 7.5
+    monkeypatch.setenv(START_TIMEOUT_ENV, "soon")
+    with pytest.raises(ConfigError, match=START_TIMEOUT_ENV):
+        resolve_start_timeout(None)
+
+
+def test_doctor_and_run_name_a_ray_address_that_is_not_ray(tmp_path):
+    """Guards the screen: one line naming ``ray.address``, exit 2, nothing recorded."""
+    release = write_tiny_release(tmp_path / "rel", tasks=1)
+    server = _Listener(b"SSH-2.0-OpenSSH_9.2\r\n")
+    try:
+        spec = write_spec(
+            tmp_path / "spec.yaml",
+            release,
+            tmp_path / "store",
+            [{"name": "gold", "harness": "gold"}],
+            ray={"address": f"127.0.0.1:{server.port}"},
+        )
+        env = cli_env()
+        doc = dataspace("doctor", str(spec), env=env)
+        run = dataspace("run", str(spec), env=env)
+    finally:
+        server.close()
+    assert doc.returncode == 2, doc.stderr
+    assert "FAIL ray.address: ray.address" in doc.stdout and "not a Ray head" in doc.stdout
+    assert run.returncode == 2, run.stderr
+    assert "ray.address" in run.stderr and "Traceback" not in run.stderr + run.stdout
+    assert not (tmp_path / "store" / "runs" / "r1" / "spec.json").exists()
+
+
+def _survivors(marker: str) -> list[int]:
+    """Processes whose environment holds ``marker`` (everything the command started)."""
+    found = []
+    needle = marker.encode()
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit() or int(entry) == os.getpid():
+            continue
+        try:
+            environ = Path(f"/proc/{entry}/environ").read_bytes()
+        except OSError:
+            continue
+        if needle in environ:
+            found.append(int(entry))
+    return found
+
+
+def _wait_gone(marker: str, seconds: float = 60.0) -> list[int]:
+    deadline = time.monotonic() + seconds
+    left = _survivors(marker)
+    while left and time.monotonic() < deadline:
+        time.sleep(0.5)
+        left = _survivors(marker)
+    return left
+
+
+def test_a_local_start_that_times_out_is_cleaned_up_reported_and_resumable(tmp_path):
+    """Guards Ray start-up under load: bounded, retried once, one line, nothing left over.
+
+    The first command cannot start Ray in its (forced) time; it exits 1 with one line
+    naming ray and the fix, having killed what it started. The same command with the
+    default timeout then runs the recorded run to the end, and leaves no process behind.
+    """
+    release = write_tiny_release(tmp_path / "rel", tasks=2)
+    spec = write_spec(
+        tmp_path / "spec.yaml", release, tmp_path / "store", [{"name": "gold", "harness": "gold"}]
+    )
+    marker = f"DATASPACE_TEST_MARK_{uuid.uuid4().hex}"
+    ray_dir = short_ray_dir()
+    env = cli_env(ray_dir, **{marker: "1", START_TIMEOUT_ENV: "0.3"})
+    failed = dataspace("run", str(spec), env=env)
+    assert failed.returncode == 1, failed.stderr
+    errors = [ln for ln in failed.stderr.splitlines() if ln.startswith("error:")]
+    assert len(errors) == 1, failed.stderr
+    assert errors[0].startswith("error: ray: the local Ray instance did not start (2 tries")
+    assert START_TIMEOUT_ENV in errors[0] and "ray start --head" in errors[0]
+    assert "Traceback" not in failed.stderr + failed.stdout
+    assert _wait_gone(marker) == []
+
+    del env[START_TIMEOUT_ENV]
+    done = dataspace("run", str(spec), env=env, timeout=600)
+    assert done.returncode == 0, done.stderr
+    assert "2 run now" in done.stdout
+    assert "Traceback" not in done.stderr + done.stdout
+    assert _wait_gone(marker) == []
