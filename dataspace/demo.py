@@ -21,7 +21,6 @@ from typing import Any
 logger = logging.getLogger(__name__)
 
 DEMO_RUN_ID = "demo"
-VIDEO_SHARE = 0.3  # share of demo tasks whose evidence is moved into a data video
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -67,7 +66,7 @@ def run_demo(
         build_progress: called as ``(done, total, result)`` after each built item.
         protocol: the run's protocol profile (``official`` or ``extended``).
     """
-    from builder.parallel import BuildSpec, SourceSpec, build_parallel
+    from builder.driver import build_release, bundled_spec
     from dataspace.runs.controller import execute_run
     from dataspace.runs.spec import AgentSpec, RunSpec, SandboxConfig
 
@@ -75,15 +74,12 @@ def run_demo(
     out.mkdir(parents=True, exist_ok=True)
     t0 = time.monotonic()
     release_dir = out / "release"
-    build = BuildSpec(
-        sources=(
-            SourceSpec(kind="bundled", path="finance"),
-            SourceSpec(kind="bundled", path="clinical"),
-        ),
-        stage3={"video_share": VIDEO_SHARE},
-    )
-    report = build_parallel(
-        build, release_dir, workers=max(1, concurrency), replace=True, progress=build_progress
+    report = build_release(
+        bundled_spec(),
+        release_dir,
+        workers=max(1, concurrency),
+        replace=True,
+        progress=build_progress,
     )
     build_seconds = time.monotonic() - t0
     spec = RunSpec(
@@ -105,4 +101,4 @@ def run_demo(
     )
 
 
-__all__ = ["DEMO_RUN_ID", "VIDEO_SHARE", "DemoOutcome", "oracle_failures", "run_demo"]
+__all__ = ["DEMO_RUN_ID", "DemoOutcome", "oracle_failures", "run_demo"]

@@ -139,8 +139,8 @@ def cycles(graph: dict[str, set[str]]) -> list[list[str]]:
 
 def test_the_import_graph_sees_the_packages():
     graph = import_graph()
-    assert "builder.pipeline" in graph and "dataspace.cli" in graph and "evaluator" in graph
-    assert "builder.sources.base" in graph["builder.pipeline"]
+    assert "builder.driver" in graph and "dataspace.cli" in graph and "evaluator" in graph
+    assert "builder.stages" in graph["builder.driver"]
 
 
 def test_the_detector_finds_a_planted_cycle():
