@@ -15,8 +15,8 @@ from pathlib import Path
 import pytest
 
 from builder.driver import build_release
-from builder.spec import BuildSpec, LanguagePlan
 from builder.semantics import rank_limit
+from builder.spec import BuildSpec, LanguagePlan
 from builder.transform.question import fluency_problems
 from dataspace.diff import diff_releases
 from dataspace.release import Release

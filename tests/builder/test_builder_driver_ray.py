@@ -9,10 +9,10 @@ from pathlib import Path
 import pytest
 
 from builder.driver import build_release
-from builder.spec import BuildSpec, LanguagePlan, SourceSpec
 from builder.sampling.materialize import foreign_key_report
 from builder.sampling.policy import SamplingPolicy
 from builder.sampling.sampler import foreign_keys
+from builder.spec import BuildSpec, LanguagePlan, SourceSpec
 from builder.transform.schema import read_schema
 from builder.transform.units import has_cjk
 from dataspace.errors import ConfigError

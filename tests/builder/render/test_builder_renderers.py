@@ -195,8 +195,7 @@ def test_assignment_is_seeded_and_balanced():
     counts = sorted(list(first.values()).count(r) for r in ("csv", "json", "sqlite"))
     assert counts == [3, 3, 4]
     seeds = {
-        tuple(sorted(_assign(tables, ["csv", "json", "sqlite"], seed=s).items()))
-        for s in range(8)
+        tuple(sorted(_assign(tables, ["csv", "json", "sqlite"], seed=s).items())) for s in range(8)
     }
     assert len(seeds) > 1
 

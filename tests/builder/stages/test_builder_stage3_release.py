@@ -15,8 +15,8 @@ import pytest
 
 from builder.documents.coverage import DocumentManifest, read_document
 from builder.documents.validators import split_paragraphs
-from builder.gold import gold_from_ledger
 from builder.driver import build_release
+from builder.gold import gold_from_ledger
 from builder.render.pdf import pdf_paragraphs
 from dataspace.release import Release
 from tests.builder.conftest import MIMIC, plain_spec
