@@ -13,7 +13,7 @@ A spec (YAML or JSON)::
     sampling: {budget: 200, attempts: 3}
     task_db: sample                       # or copy (the whole source database)
     renderers: [csv, json, sqlite]
-    stage3: {video_share: 0.46, video: {target_seconds: 104}}   # or false
+    stage3: {video: {target_seconds: 104}}  # or false; video_share: Stage3Options's default
     semantics: {order_share: 0.35, max_tie_factor: 3.0}
 
 Relative source paths are resolved against the spec file's folder. Every default lives on
