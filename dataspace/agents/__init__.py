@@ -18,8 +18,6 @@ from dataspace.agents.base import (
 )
 from dataspace.registry import Registry
 
-_INSTALL = "install the project with its dependencies (pip install -e .)"
-
 HARNESSES: Registry[type[Agent]] = Registry(
     "harness",
     {
@@ -30,7 +28,6 @@ HARNESSES: Registry[type[Agent]] = Registry(
         "claude-code": "dataspace.agents.native.claude_code:ClaudeCodeAgent",
         "grok-build": "dataspace.agents.native.grok_build:GrokBuildAgent",
     },
-    hints={"smolagents": _INSTALL},
     plural="harnesses",
 )
 """Harness name -> its agent class; modules are imported only when chosen."""
