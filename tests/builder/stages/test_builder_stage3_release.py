@@ -21,7 +21,7 @@ from builder.render.pdf import pdf_paragraphs
 from dataspace.release import Release
 from tests.builder.conftest import MIMIC, plain_spec
 
-VIDEO = {"scene_seconds": 0.5, "fps": 4, "narration": False}
+VIDEO = {"scene_seconds": 0.5, "fps": 4, "narration": False, "target_seconds": 0.0}
 
 
 def build_stage3(items, dest: Path, *, force: dict[str, str], video_share: float = 0.0) -> Release:
