@@ -11,6 +11,12 @@ to measure the controller's RSS per live sandbox, and the proportional memory (P
 each sandbox's two init processes on the host.
 
     .venv/bin/python scripts/bench_sandbox.py [--runs 20] [--open 20] [--enforcement auto]
+        [--isolation-cost N]
+
+``--isolation-cost N`` then times N single commands (``true``) in one sandbox with the
+seccomp filter and, interleaved, N in a sandbox of a backend without it, and prints both
+medians and p90s: what the filter costs per command. (Every command also enters the
+sandbox's user namespace; that cost is in both figures and in ``exec_again``.)
 """
 
 from __future__ import annotations
@@ -141,6 +147,9 @@ def main() -> None:
     parser.add_argument("--open", type=int, default=20, help="sandboxes open at once for RSS")
     parser.add_argument("--workspace-mb", type=int, default=10)
     parser.add_argument("--enforcement", default="auto")
+    parser.add_argument(
+        "--isolation-cost", type=int, default=0, help="commands timed with/without seccomp"
+    )
     args = parser.parse_args()
 
     with tempfile.TemporaryDirectory(prefix="bench-sandbox-") as temp:
@@ -159,6 +168,34 @@ def main() -> None:
             values = [run[phase] * 1000 for run in runs]
             print(f"{phase:<12}{statistics.median(values):>11.2f}{percentile(values, 0.9):>9.2f}")
         memory_per_sandbox(backend, workspace, args.open)
+        if args.isolation_cost:
+            isolation_cost(backend, root, workspace, args.isolation_cost, args.enforcement)
+
+
+def isolation_cost(
+    backend: LocalBackend, root: Path, workspace: Path, n: int, enforcement: str
+) -> None:
+    """Per-command time with and without the seccomp filter, interleaved."""
+    plain = LocalBackend(state_dir=root / "state-plain", enforcement=enforcement, seccomp=False)
+    boxes = {
+        "seccomp": backend.create(SandboxSpec(workspace=workspace)),
+        "no seccomp": plain.create(SandboxSpec(workspace=workspace)),
+    }
+    times: dict[str, list[float]] = {name: [] for name in boxes}
+    try:
+        for box in boxes.values():
+            box.exec("true")
+        for _ in range(n):
+            for name, box in boxes.items():
+                mark = time.perf_counter()
+                box.exec("true")
+                times[name].append((time.perf_counter() - mark) * 1000)
+    finally:
+        for box in boxes.values():
+            box.close()
+    print(f"per command ({n} each, interleaved){'median ms':>12}{'p90 ms':>9}")
+    for name, values in times.items():
+        print(f"  {name:<33}{statistics.median(values):>10.2f}{percentile(values, 0.9):>9.2f}")
 
 
 if __name__ == "__main__":

@@ -103,6 +103,18 @@ class PredictionSnapshot:
 
 
 @dataclass(frozen=True, kw_only=True)
+class SandboxNeeds:
+    """What a harness needs its attempt's sandbox to have at creation (``sandbox_needs()``).
+
+    ``relay``: the wire relay's socket bound in (the native CLIs); ``runtime_binds``: host
+    folders shown read-only inside (a harness's own install).
+    """
+
+    relay: bool = True
+    runtime_binds: tuple[tuple[str, str], ...] = ()
+
+
+@dataclass(frozen=True, kw_only=True)
 class AgentResult:
     """How an attempt's agent ended.
 
@@ -207,5 +219,6 @@ __all__ = [
     "AgentResult",
     "EndState",
     "EventLog",
+    "SandboxNeeds",
     "Usage",
 ]

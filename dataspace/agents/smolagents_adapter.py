@@ -40,7 +40,7 @@ from typing import Any
 
 from dataspace.agents._react_tools import MAX_PREDICTION_BYTES, check_prediction
 from dataspace.agents._smol_bridge import SandboxBridge
-from dataspace.agents.base import AgentContext, AgentResult
+from dataspace.agents.base import AgentContext, AgentResult, SandboxNeeds
 from dataspace.errors import ConfigError, InfrastructureError, SandboxError
 from dataspace.sandbox.base import OUTPUT_DIR
 
@@ -158,10 +158,8 @@ class SmolagentsAgent:
         """Why this harness is not installed here (for ``dataspace harnesses``/``doctor``)."""
         return install_problem()
 
-    def sandbox_needs(self) -> Any:
+    def sandbox_needs(self) -> SandboxNeeds:
         """The harness's package folder, bound read-only into the local sandbox."""
-        from dataspace.agents.native.runner import SandboxNeeds
-
         root = install_dir()
         if not root.is_dir():
             return SandboxNeeds(relay=False)

@@ -41,7 +41,7 @@ from pathlib import Path
 from typing import Any, ClassVar
 
 from dataspace.agents._react_tools import MAX_PREDICTION_BYTES, check_prediction
-from dataspace.agents.base import AgentContext, AgentResult
+from dataspace.agents.base import AgentContext, AgentResult, SandboxNeeds
 from dataspace.agents.native.install import SANDBOX_ROOT, harness_dir, harness_state
 from dataspace.errors import ConfigError, InfrastructureError, SandboxError
 from dataspace.sandbox.base import OUTPUT_DIR, RELAY_DIR, WORKSPACE_DIR
@@ -67,14 +67,6 @@ _ALLOWED = {
 }
 # the protocol profile shapes DataSpace-Agent's loop; a native CLI runs its own loop
 _IGNORED = {"model", "run_id", "protocol"}
-
-
-@dataclass(frozen=True, kw_only=True)
-class SandboxNeeds:
-    """What a native harness needs its sandbox to have at creation."""
-
-    relay: bool = True
-    runtime_binds: tuple[tuple[str, str], ...] = ()
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -508,4 +500,4 @@ def jsonl(text: str) -> list[dict[str, Any]]:
     return out
 
 
-__all__ = ["NativeHarness", "Outcome", "Plan", "SandboxNeeds", "jsonl"]
+__all__ = ["NativeHarness", "Outcome", "Plan", "jsonl"]
