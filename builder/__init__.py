@@ -1,8 +1,9 @@
 """DataSpace-Builder: Text-to-SQL sources -> heterogeneous workspace tasks with executed gold.
 
-The first path: source loaders (``load_source``), dialect fixes, a per-task database copy,
-modality routing and rendering (CSV, JSON, SQLite) with round-trip checks, gold by
-execution, evaluation config and metadata derived from the answer, and release writing.
+A build spec (``BuildSpec``) names the sources and options; ``build_release`` runs every
+item through the stages (``builder.stages.STAGES``: translate, sample, gold, route, video,
+render, config, ledger, checks) in process or on Ray, and writes the release and its build
+report.
 
 Public names are imported lazily, so ``import builder`` stays cheap.
 """
@@ -13,14 +14,17 @@ import importlib
 from typing import Any
 
 _EXPORTS = {
-    "BuildOptions": "builder.pipeline",
     "BuildReport": "builder.report",
+    "BuildSpec": "builder.spec",
+    "LanguagePlan": "builder.spec",
     "LoadedSource": "builder.sources.base",
     "Rejection": "builder.sources.base",
     "SourceItem": "builder.sources.base",
-    "build_bundled_release": "builder.pipeline",
-    "build_release": "builder.pipeline",
-    "build_task": "builder.pipeline",
+    "SourceSpec": "builder.spec",
+    "Stage3Options": "builder.spec",
+    "build_release": "builder.driver",
+    "build_task": "builder.driver",
+    "bundled_spec": "builder.driver",
     "load_source": "builder.sources.base",
 }
 

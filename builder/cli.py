@@ -72,7 +72,7 @@ def resolve_spec(args: argparse.Namespace) -> Any:
     Raises:
         ConfigError: neither a spec nor ``--source``, or a malformed ``--source``.
     """
-    from builder.parallel import BuildSpec, SourceSpec
+    from builder.spec import BuildSpec, SourceSpec
 
     if args.spec:
         spec = BuildSpec.load(args.spec)
@@ -141,12 +141,12 @@ def main(argv: list[str] | None = None) -> int:
 def _run(args: argparse.Namespace) -> int:
     import os
 
-    from builder.parallel import build_parallel
+    from builder.driver import build_release
 
     spec = resolve_spec(args)
     os.environ.setdefault("RAY_DEDUP_LOGS", "0")
     if args.quiet:
-        report = build_parallel(
+        report = build_release(
             spec,
             args.out,
             workers=args.workers,
@@ -163,7 +163,7 @@ def _run(args: argparse.Namespace) -> int:
 def _with_progress(spec: Any, args: argparse.Namespace) -> Any:
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TimeElapsedColumn
 
-    from builder.parallel import build_parallel
+    from builder.driver import build_release
 
     with Progress(
         "[progress.description]{task.description}",
@@ -179,7 +179,7 @@ def _with_progress(spec: Any, args: argparse.Namespace) -> Any:
                 handle["id"] = bar.add_task("build", total=total)
             bar.update(handle["id"], completed=done, total=total)
 
-        return build_parallel(
+        return build_release(
             spec,
             args.out,
             workers=args.workers,

@@ -4,36 +4,46 @@ Keys::
 
     schema_version, task_id, corpus, source_id, domain,
     question_language, workspace_language, cross_language,
-    modalities_present     sorted modalities of all workspace tables
+    modalities_present     sorted modalities of the workspace (the video included)
     modalities_required    a smallest set of modalities holding every table the SQL reads
-    paper_operations       the paper's operation categories (projection, filtering, ...)
-    answer_shape           {rows: one|multiple, columns: one|multiple}
-    tables_required        the tables the SQL reads
+    tables_required        the workspace tables the SQL reads
     operations             out of builder.sqlinfo.OPERATIONS
-    answer_rows, answer_columns, order_sensitive,
-    workspace_bytes, workspace_file_count
+    paper_operations       the paper's operation categories (projection, filtering, ...)
+    answer_rows, answer_columns,
+    answer_shape           {rows: one|multiple, columns: one|multiple}
+    order_sensitive, workspace_bytes, workspace_file_count,
+    carrier_families_required   the paper's carrier families of the required modalities
+    tables_withheld        tables left out of the workspace (their evidence is in the video)
+    video                  {strategy, seconds, question_rewritten} or null
+    documents              the document renderers used (markdown, pdf)
 """
 
 from __future__ import annotations
 
 import logging
 from collections.abc import Iterable, Mapping, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from builder.gold import GoldAnswer
-from builder.render.routing import Workspace
+from builder.render.routing import READ_PREFERENCE, RoutedWorkspace
 from builder.sources.base import SourceItem
 from builder.sqlinfo import operations, order_sensitive, tables_read
+
+if TYPE_CHECKING:
+    from builder.render.video import VideoArtifacts
 
 logger = logging.getLogger(__name__)
 
 METADATA_SCHEMA_VERSION = "1.0"
 
 
-def required_tables(sql: str, workspace: Workspace) -> list[str]:
-    """The workspace tables the SQL reads (matched case-insensitively), sorted."""
-    by_lower = {name.lower(): name for name in workspace.routes}
-    return sorted({by_lower[t.lower()] for t in tables_read(sql) if t.lower() in by_lower})
+def required_tables(sql: str, workspace: RoutedWorkspace) -> list[str]:
+    """The workspace tables the SQL reads (matched case-insensitively), sorted.
+
+    A table withheld from the workspace (its evidence is in the video) is not among them.
+    """
+    needed = {name.lower() for name in tables_read(sql)}
+    return sorted(t for t in workspace.routes if t.lower() in needed)
 
 
 def task_metadata(
@@ -41,12 +51,29 @@ def task_metadata(
     *,
     task_id: str,
     sql: str,
-    workspace: Workspace,
+    workspace: RoutedWorkspace,
     answer: GoldAnswer,
     workspace_language: str,
+    video: VideoArtifacts | None = None,
+    question_before_video: str = "",
 ) -> dict[str, Any]:
-    """The metadata record of one built task."""
+    """The metadata record of one built task.
+
+    Required modalities follow the verified path: a smallest set of carriers that holds
+    every table the SQL reads (the cheapest to read first); a video makes itself required.
+    """
     needed = required_tables(sql, workspace)
+    holders = {t: [r.renderer for r in workspace.routes.get(t, ())] for t in needed}
+    required = set(minimal_carriers(holders, READ_PREFERENCE))
+    present = set(workspace.modalities)
+    files = len(workspace.files)
+    size = workspace.total_bytes
+    if video is not None:
+        required.add("video")
+        present.add("video")
+        files += 1
+        size += len(video.video)
+    cross = item.question_language != workspace_language
     return {
         "schema_version": METADATA_SCHEMA_VERSION,
         "task_id": task_id,
@@ -55,24 +82,32 @@ def task_metadata(
         "domain": str(item.extra.get("domain") or item.corpus),
         "question_language": item.question_language,
         "workspace_language": workspace_language,
-        "cross_language": item.question_language != workspace_language,
-        "modalities_present": workspace.modalities,
-        "modalities_required": minimal_carriers(
-            {t: [workspace.routes[t].renderer] for t in needed}
-        ),
+        "cross_language": cross,
+        "modalities_present": sorted(present),
+        "modalities_required": sorted(required),
         "tables_required": needed,
         "operations": operations(sql),
         "paper_operations": paper_operations(
-            sql,
-            cross_language=item.question_language != workspace_language,
-            modalities=sorted({workspace.routes[t].renderer for t in needed}),
+            sql, cross_language=cross, modalities=sorted(required)
         ),
         "answer_rows": len(answer.rows),
         "answer_columns": len(answer.header),
         "answer_shape": answer_shape(len(answer.rows), len(answer.header)),
         "order_sensitive": order_sensitive(sql) and len(answer.rows) > 1,
-        "workspace_bytes": workspace.total_bytes,
-        "workspace_file_count": len(workspace.files),
+        "workspace_bytes": size,
+        "workspace_file_count": files,
+        "carrier_families_required": sorted({CARRIER_FAMILIES[m] for m in required}),
+        "tables_withheld": list(workspace.withheld),
+        "video": (
+            {
+                "strategy": video.strategy,
+                "seconds": round(video.duration, 3),
+                "question_rewritten": video.question != question_before_video,
+            }
+            if video is not None
+            else None
+        ),
+        "documents": sorted({k.split("/")[1] for k in workspace.documents}),
     }
 
 

@@ -1,6 +1,7 @@
 """The build report: what was accepted (with task ids), what was rejected and why, timings.
 
-``build_release`` writes it as ``build_report.json`` next to the release folder.
+``builder.driver.build_release`` writes it as ``build_report.json`` next to the release
+folder. Wall times live here, never in a task's ledger.
 """
 
 from __future__ import annotations
@@ -35,16 +36,20 @@ class AcceptedItem:
 
 @dataclass(frozen=True, kw_only=True)
 class BuildReport:
-    """The outcome of one ``build_release``.
+    """What a build did: every item accepted (with its task id) or rejected (with why).
 
     Attributes:
         release: the release folder.
         seed: the build seed.
-        accepted: accepted items in task order.
-        rejected: rejected items with their stage and a one-line reason.
-        skipped: ids the source itself marks as unanswerable.
-        timings: seconds spent per stage, summed over items.
-        wall_seconds: the whole build, start to finish.
+        accepted: accepted items with their task ids, in task order.
+        rejected: every rejected item with its stage and reason (load rejections first).
+        skipped: ids the sources mark as unanswerable.
+        timings: seconds per stage, summed over the items built now.
+        wall_seconds: the whole build.
+        workers: Ray workers used (0: in-process).
+        cached: items taken from the cache.
+        built: items built now.
+        items: one record per item (languages, status, seconds, cached).
     """
 
     release: str
@@ -54,15 +59,36 @@ class BuildReport:
     skipped: tuple[str, ...] = ()
     timings: Mapping[str, float] = field(default_factory=dict)
     wall_seconds: float = 0.0
+    workers: int = 0
+    cached: int = 0
+    built: int = 0
+    items: tuple[Mapping[str, Any], ...] = ()
 
     @property
-    def items_per_second(self) -> float:
-        """Items handled (accepted or rejected) per second of wall time."""
-        handled = len(self.accepted) + len(self.rejected)
-        return handled / self.wall_seconds if self.wall_seconds > 0 else 0.0
+    def items_per_minute(self) -> float:
+        """Items handled per minute of wall time."""
+        n = len(self.accepted) + len(self.rejected)
+        return 60.0 * n / self.wall_seconds if self.wall_seconds > 0 else 0.0
+
+    def rejection_summary(self) -> dict[str, dict[str, int]]:
+        """``{stage: {reason (numbers and quotes folded): count}}``."""
+        import re
+
+        out: dict[str, dict[str, int]] = {}
+        for r in self.rejected:
+            reason = re.sub(r"'[^']*'", "'…'", r.reason)
+            reason = re.sub(r"\d+", "N", reason)
+            out.setdefault(r.stage, {})
+            out[r.stage][reason] = out[r.stage].get(reason, 0) + 1
+        return out
 
     def to_json(self) -> dict[str, Any]:
-        """A JSON-ready dict."""
+        """A JSON-ready dict (what ``build_report.json`` holds)."""
+        langs: dict[str, int] = {}
+        for it in self.items:
+            if it.get("status") == "accepted":
+                key = f"database={it['languages'][0]},question={it['languages'][1]}"
+                langs[key] = langs.get(key, 0) + 1
         return {
             "schema_version": REPORT_SCHEMA_VERSION,
             "release": self.release,
@@ -71,15 +97,21 @@ class BuildReport:
                 "accepted": len(self.accepted),
                 "rejected": len(self.rejected),
                 "skipped": len(self.skipped),
+                "cached": self.cached,
+                "built": self.built,
             },
             "accepted": [
                 {"corpus": a.corpus, "id": a.id, "task_id": a.task_id} for a in self.accepted
             ],
             "rejected": [r.to_json() for r in self.rejected],
+            "rejections_by_stage": self.rejection_summary(),
             "skipped": list(self.skipped),
-            "timings": {k: round(v, 6) for k, v in self.timings.items()},
-            "wall_seconds": round(self.wall_seconds, 6),
-            "items_per_second": round(self.items_per_second, 3),
+            "languages": langs,
+            "timings": {k: round(v, 4) for k, v in sorted(self.timings.items())},
+            "wall_seconds": round(self.wall_seconds, 3),
+            "workers": self.workers,
+            "items_per_minute": round(self.items_per_minute, 2),
+            "items": [dict(i) for i in self.items],
         }
 
     def write(self, path: Path) -> None:

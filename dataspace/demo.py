@@ -26,7 +26,6 @@ DEMO_RUN_ID = "demo"
 DEMO_LIMITS = Limits(cpus=1.0, memory_bytes=1024**3, tmp_bytes=512 * 1024**2)
 """The demo's sandboxes: the oracle only writes a CSV, so one CPU, 1 GiB and a 512 MiB
 ``/tmp`` each (the values the demo has always had, so an existing demo folder resumes)."""
-VIDEO_SHARE = 0.3  # share of demo tasks whose evidence is moved into a data video
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -72,7 +71,7 @@ def run_demo(
         build_progress: called as ``(done, total, result)`` after each built item.
         protocol: the run's protocol profile (``official`` or ``extended``).
     """
-    from builder.parallel import BuildSpec, SourceSpec, build_parallel
+    from builder.driver import build_release, bundled_spec
     from dataspace.runs.controller import execute_run
     from dataspace.runs.spec import AgentSpec, RunSpec, SandboxConfig
 
@@ -81,15 +80,12 @@ def run_demo(
     out.mkdir(parents=True, exist_ok=True)
     t0 = time.monotonic()
     release_dir = out / "release"
-    build = BuildSpec(
-        sources=(
-            SourceSpec(kind="bundled", path="finance"),
-            SourceSpec(kind="bundled", path="clinical"),
-        ),
-        stage3={"video_share": VIDEO_SHARE},
-    )
-    report = build_parallel(
-        build, release_dir, workers=workers, replace=True, progress=build_progress
+    report = build_release(
+        bundled_spec(),
+        release_dir,
+        workers=workers,
+        replace=True,
+        progress=build_progress,
     )
     build_seconds = time.monotonic() - t0
     spec = RunSpec(
@@ -112,11 +108,4 @@ def run_demo(
     )
 
 
-__all__ = [
-    "DEMO_LIMITS",
-    "DEMO_RUN_ID",
-    "VIDEO_SHARE",
-    "DemoOutcome",
-    "oracle_failures",
-    "run_demo",
-]
+__all__ = ["DEMO_LIMITS", "DEMO_RUN_ID", "DemoOutcome", "oracle_failures", "run_demo"]

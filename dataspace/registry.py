@@ -40,6 +40,7 @@ class Registry(Generic[T]):
         prefixes: ``{prefix: "module"}``: a name starting with the prefix that is not yet
             registered imports that module first (which registers it), for families whose
             names are made at run time.
+        plural: how error messages name the known providers (default: ``family + "s"``).
     """
 
     def __init__(
@@ -49,8 +50,10 @@ class Registry(Generic[T]):
         *,
         hints: Mapping[str, str] | None = None,
         prefixes: Mapping[str, str] | None = None,
+        plural: str | None = None,
     ) -> None:
         self.family = family
+        self.plural = plural or f"{family}s"
         self._targets: dict[str, Any] = dict(builtins or {})
         self._resolved: dict[str, T] = {}
         self._hints = dict(hints or {})
@@ -60,25 +63,52 @@ class Registry(Generic[T]):
             if not (isinstance(target, str) and ":" in target):
                 raise ValueError(f"{family} {name!r}: a built-in target is 'module:attr'")
 
-    def register(self, name: str, target: T | str | None = None) -> Any:
+    def register(self, name: str, target: T | str | None = None, *, hint: str = "") -> Any:
         """Register ``target`` (an object or ``"module:attr"``) as ``name``.
 
         Without ``target`` it is a decorator: ``@registry.register("name")``. A later
-        registration of the same name replaces the earlier one.
+        registration of the same name replaces the earlier one. ``hint`` says what the
+        provider needs and how to install it.
         """
         if target is None:
 
             def deco(obj: T) -> T:
-                self.register(name, obj)
+                self.register(name, obj, hint=hint)
                 return obj
 
             return deco
         with self._lock:
+            if hint:
+                self._hints[name] = hint
             self._targets[name] = target
             self._resolved.pop(name, None)
             if not isinstance(target, str):
                 self._resolved[name] = target
         return target
+
+    def target(self, name: str) -> str | None:
+        """The ``"module:attr"`` a name is registered as, without importing it.
+
+        None for an unknown name or one registered as an object.
+
+        >>> Registry("color", {"red": "colorsys:rgb_to_hsv"}).target("red")
+        'colorsys:rgb_to_hsv'
+        """
+        target = self._targets.get(name)
+        return target if isinstance(target, str) else None
+
+    def copy(self) -> Registry[T]:
+        """An independent registry with the same providers (for tests that register more)."""
+        new: Registry[T] = Registry(self.family, plural=self.plural)
+        new._targets = dict(self._targets)
+        new._resolved = dict(self._resolved)
+        new._hints = dict(self._hints)
+        new._prefixes = dict(self._prefixes)
+        return new
+
+    def hint(self, name: str) -> str | None:
+        """The install hint of a provider, if it has one."""
+        return self._hints.get(name)
 
     def names(self) -> list[str]:
         """Every known name, sorted (built-in and registered)."""
@@ -108,15 +138,17 @@ class Registry(Generic[T]):
                 f"{n} ({self._hints[n]})" if n in self._hints else n for n in self.names()
             )
             raise ConfigError(
-                f"unknown {self.family} {name!r}; known {self.family}s: {known or 'none'}"
+                f"unknown {self.family} {name!r}; known {self.plural}: {known or 'none'}"
             )
         target = self._targets[name]
         if not isinstance(target, str):
             return target
         module, _, attr = target.partition(":")
         mod = self._import(name, module)
+        obj: Any = mod
         try:
-            obj = getattr(mod, attr)
+            for part in attr.split("."):  # ``module:Class.factory`` names a class's method
+                obj = getattr(obj, part)
         except AttributeError:
             raise ConfigError(f"{self.family} {name!r}: {module} has no {attr!r}") from None
         with self._lock:

@@ -4,7 +4,7 @@
 --source ehrsql:/data/ehrsql --dest /var/cache/dataspace/releases/v1 --upload s3://bucket/releases/v1``
 or ``... -- python -m ray_jobs.build --spec build.yaml --dest ...``
 
-Items are built in parallel on the Ray cluster (``builder.parallel.build_parallel``: stage 1
+Items are built in parallel on the Ray cluster (``builder.driver.build_release``: stage 1
 translation, stage 2 sampling, rendering, content-addressed so a rerun skips finished
 items). The release is written to ``--dest`` (a folder; on a cluster, the shared volume)
 and, with ``--upload``, copied to the store so later runs can name it by URI.
@@ -95,7 +95,8 @@ def main(argv: list[str] | None = None) -> int:
         import dataclasses
         import os
 
-        from builder.parallel import BuildSpec, SourceSpec, build_parallel
+        from builder.driver import build_release
+        from builder.spec import BuildSpec, SourceSpec
 
         if cfg.spec:
             spec = BuildSpec.load(cfg.spec)
@@ -106,7 +107,7 @@ def main(argv: list[str] | None = None) -> int:
         else:
             spec = BuildSpec(sources=tuple(SourceSpec(kind=k, path=p) for k, p in cfg.sources))
         spec = dataclasses.replace(spec, seed=cfg.seed) if cfg.seed else spec
-        report = build_parallel(
+        report = build_release(
             spec,
             cfg.dest,
             workers=cfg.workers,

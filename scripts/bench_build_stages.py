@@ -34,7 +34,8 @@ def main() -> int:
         print(f"skipped: {SOURCE} is absent", file=sys.stderr)
         return 0
 
-    from builder.parallel import BuildSpec, SourceSpec, build_parallel
+    from builder.driver import build_release
+    from builder.spec import BuildSpec, SourceSpec
 
     spec = BuildSpec(
         sources=(SourceSpec(kind="ehrsql-jsonl", path=str(SOURCE), limit=args.limit),), seed=0
@@ -45,7 +46,7 @@ def main() -> int:
         for workers in args.workers:
             out = work / f"w{workers}"
             t0 = time.perf_counter()
-            report = build_parallel(spec, out / "release", workers=workers, cache_dir=out / "cache")
+            report = build_release(spec, out / "release", workers=workers, cache_dir=out / "cache")
             wall = time.perf_counter() - t0
             data = report.to_json()
             n = data["counts"]["accepted"] + data["counts"]["rejected"]

@@ -105,12 +105,12 @@ def bench_pdf(pages: int) -> None:
 
 def bench_video(seconds: float, width: int, height: int, fps: int) -> None:
     from builder.gold import execute_gold
-    from builder.pipeline import load_bundled_items
     from builder.render.video import VideoOptions, build_video
+    from builder.sources.base import load_source
     from builder.video.narration import espeak_path
 
     with tempfile.TemporaryDirectory() as tmp:
-        items = load_bundled_items(cache_dir=tmp)
+        items = load_source("bundled", "clinical", cache_dir=tmp)
         item = next(i for i in items if i.id == "0a1388be5658f90d64861c22")
         conn = sqlite3.connect(item.db_path)
         gold = execute_gold(conn, item.sql)

@@ -53,10 +53,11 @@ def spec_mapping(limit: int | None, video_share: float, stage3: bool = True) -> 
 
 
 def build(dest: Path, cache: Path, mapping: dict, workers: int) -> dict:
-    from builder.parallel import BuildSpec, build_parallel
+    from builder.driver import build_release
+    from builder.spec import BuildSpec
 
     spec = BuildSpec.from_mapping(mapping)
-    report = build_parallel(spec, dest, workers=workers, cache_dir=cache, replace=True)
+    report = build_release(spec, dest, workers=workers, cache_dir=cache, replace=True)
     return report.to_json()
 
 
@@ -172,7 +173,7 @@ def main() -> int:
     if not SOURCES.is_dir():
         print(f"sources absent: {SOURCES}", file=sys.stderr)
         return 2
-    from builder.routing import Stage3Options
+    from builder.spec import Stage3Options
 
     share = args.video_share if args.video_share is not None else Stage3Options().video_share
     mapping = spec_mapping(args.limit, share, stage3=not args.no_stage3)

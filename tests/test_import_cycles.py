@@ -139,8 +139,8 @@ def cycles(graph: dict[str, set[str]]) -> list[list[str]]:
 
 def test_the_import_graph_sees_the_packages():
     graph = import_graph()
-    assert "builder.pipeline" in graph and "dataspace.cli" in graph and "evaluator" in graph
-    assert "builder.sources.base" in graph["builder.pipeline"]
+    assert "builder.driver" in graph and "dataspace.cli" in graph and "evaluator" in graph
+    assert "builder.stages" in graph["builder.driver"]
 
 
 def test_the_detector_finds_a_planted_cycle():
@@ -152,3 +152,49 @@ def test_no_import_cycle_in_the_packages():
     assert not found, "import cycles (module-level imports):\n" + "\n".join(
         " <-> ".join(c) for c in found
     )
+
+
+FAMILIES = (
+    "dataspace.agents:HARNESSES",
+    "dataspace.sandbox:BACKENDS",
+    "dataspace.store:STORES",
+    "builder.documents.writers:WRITERS",
+    "builder.render.base:RENDERERS",
+    "builder.sources.base:LOADERS",
+    "builder.taskdb:TASK_DB_STEPS",
+    "builder.translate.base:TRANSLATORS",
+    "builder.video.storyboard:PLANNERS",
+)
+
+
+def test_every_pluggable_family_is_one_registry_of_lazy_targets():
+    """Guards the one registry: each family is a ``dataspace.registry.Registry`` whose
+    built-in providers are ``module:attr`` strings (imported on first use, never by the
+    family's own module)."""
+    import importlib
+
+    from dataspace.registry import Registry
+
+    graph = import_graph()
+    for spec in FAMILIES:
+        module, _, attr = spec.partition(":")
+        family = getattr(importlib.import_module(module), attr)
+        assert isinstance(family, Registry), spec
+        lazy = [n for n in family.names() if family.target(n)]
+        assert lazy, f"{spec} names no built-in provider as a module:attr target"
+        for name in lazy:
+            target = str(family.target(name)).partition(":")[0]
+            assert target not in graph.get(module, set()) or target == module, (
+                f"{module} imports its provider {target} ({name})"
+            )
+
+
+def test_no_base_module_imports_its_own_package():
+    """A family's ``base.py`` defines the contract; its providers import it, never the
+    other way round."""
+    graph = import_graph()
+    for mod, deps in graph.items():
+        if mod.endswith(".base"):
+            package = mod.rpartition(".")[0]
+            own = sorted(d for d in deps if d.startswith(package + ".") and d != mod)
+            assert not own, f"{mod} imports {own}"

@@ -1,4 +1,4 @@
-"""Stage 3: modality routing and rendering of task workspaces."""
+"""Rendering of task workspaces: the renderers and the one router over them."""
 
 from builder.render.base import (
     ReadBack,
@@ -8,24 +8,12 @@ from builder.render.base import (
     register_renderer,
     renderer_names,
 )
-from builder.render.routing import (
-    RenderFailure,
-    TableRoute,
-    Workspace,
-    assign_renderers,
-    render_workspace,
-)
 
 __all__ = [
     "ReadBack",
-    "RenderFailure",
     "Rendered",
     "Renderer",
-    "TableRoute",
-    "Workspace",
-    "assign_renderers",
     "get_renderer",
     "register_renderer",
-    "render_workspace",
     "renderer_names",
 ]

@@ -133,6 +133,22 @@ _PLACEHOLDER = re.compile(r"\x00|\{\w+\}|\[\w+\]")
 _IDENTIFIER = re.compile(r"[A-Za-z_]*\d[A-Za-z0-9_.\-/]*|[A-Za-z0-9]+_[A-Za-z0-9_]+")
 
 
+def protected_terms(focused: Sequence[GlossaryEntry], sql: str) -> list[str]:
+    """Words a question may keep in another language: entity names and SQL literals.
+
+    >>> protected_terms([], "select t.a from t where t.b = 'x'")
+    ['x', 't', 'a', 't', 'b', 't']
+    """
+    terms = [e.target for e in focused] + [e.source for e in focused]
+    terms += [t.split(".")[-1] for t in terms if "." in t]
+    terms += re.findall(r"'((?:[^']|'')*)'", sql)
+    # Schema identifiers the SQL names: qualified columns and the tables it reads.
+    for table, column in re.findall(r"\b(\w+)\.(\w+)\b", sql):
+        terms += [table, column]
+    terms += re.findall(r"\b(?:from|join)\s+\"?(\w+)", sql, flags=re.I)
+    return [t for t in terms if t]
+
+
 def fluency_problems(question: str, language: str, protected: Sequence[str]) -> list[str]:
     """Why a question does not read as ``language`` (empty when it does).
 
@@ -174,6 +190,7 @@ __all__ = [
     "fluency_problems",
     "mentions",
     "numbers",
+    "protected_terms",
     "question_problems",
     "untranslated_share",
 ]

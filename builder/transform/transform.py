@@ -44,6 +44,7 @@ from builder.transform.mapping import ReplacementMap, identity_map
 from builder.transform.question import (
     GlossaryEntry,
     fluency_problems,
+    protected_terms,
     question_problems,
     untranslated_share,
 )
@@ -290,7 +291,7 @@ def transform(
             }
         )
     fluency = fluency_problems(
-        question_c, question_language, _protected_terms(focused, f"{sql} {sql_c}")
+        question_c, question_language, protected_terms(focused, f"{sql} {sql_c}")
     )
     if fluency:
         raise BuildError(item_id, "fluency", "; ".join(fluency))
@@ -394,20 +395,6 @@ def _question_from_source(
     except TemplateMiss as exc:
         return None, str(exc)
     return text, "template"
-
-
-def _protected_terms(focused: list[GlossaryEntry], sql: str) -> list[str]:
-    """Words a question may keep in another language: entity names and SQL literals."""
-    import re
-
-    terms = [e.target for e in focused] + [e.source for e in focused]
-    terms += [t.split(".")[-1] for t in terms if "." in t]
-    terms += re.findall(r"'((?:[^']|'')*)'", sql)
-    # Schema identifiers the SQL names: qualified columns and the tables it reads.
-    for table, column in re.findall(r"\b(\w+)\.(\w+)\b", sql):
-        terms += [table, column]
-    terms += re.findall(r"\b(?:from|join)\s+\"?(\w+)", sql, flags=re.I)
-    return [t for t in terms if t]
 
 
 def _result_shape(

@@ -25,6 +25,7 @@ from builder.documents.plan import column_label
 from builder.video.atoms import PredicateAtom, display
 from builder.video.strategies import EvidencePlan, SupportRecord
 from dataspace.errors import ConfigError, Rejected
+from dataspace.registry import Registry
 
 logger = logging.getLogger(__name__)
 
@@ -697,7 +698,15 @@ class LlmPlanner:
         raise StoryboardRejected(f"storyboard rejected {self.max_attempts} times: {rejected[-1]}")
 
 
-_PLANNERS: dict[str, Any] = {"deterministic": DeterministicPlanner, "llm": LlmPlanner}
+PLANNERS: Registry[Any] = Registry(
+    "storyboard planner",
+    {
+        "deterministic": "builder.video.storyboard:DeterministicPlanner",
+        "llm": "builder.video.storyboard:LlmPlanner",
+    },
+    plural="planners",
+)
+"""Storyboard planners by name (a registered planner may live in any module)."""
 
 
 def get_planner(name: str, **options: Any) -> StoryboardPlanner:
@@ -706,18 +715,13 @@ def get_planner(name: str, **options: Any) -> StoryboardPlanner:
     Raises:
         ConfigError: unknown name.
     """
-    try:
-        factory = _PLANNERS[name]
-    except KeyError:
-        raise ConfigError(
-            f"unknown storyboard planner {name!r}; known planners: {', '.join(sorted(_PLANNERS))}"
-        ) from None
-    planner: StoryboardPlanner = factory(**options)
+    planner: StoryboardPlanner = PLANNERS.factory(name)(**options)
     return planner
 
 
 __all__ = [
     "COMPONENTS",
+    "PLANNERS",
     "DeterministicPlanner",
     "LlmPlanner",
     "Scene",

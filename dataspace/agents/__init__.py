@@ -16,27 +16,36 @@ from dataspace.agents.base import (
     PredictionSnapshot,
     Usage,
 )
-from dataspace.errors import ConfigError
+from dataspace.registry import Registry
 
-# harness name -> "module:Class"; modules are imported only when chosen.
-_HARNESSES: dict[str, str] = {
-    "gold": "dataspace.agents.gold:GoldAgent",
-    "dataspace-agent": "dataspace.agents.dataspace_agent:DataSpaceAgent",
-    "smolagents": "dataspace.agents.smolagents_adapter:SmolagentsAgent",
-    "codex": "dataspace.agents.native.codex:CodexAgent",
-    "claude-code": "dataspace.agents.native.claude_code:ClaudeCodeAgent",
-    "grok-build": "dataspace.agents.native.grok_build:GrokBuildAgent",
-}
+HARNESSES: Registry[type[Agent]] = Registry(
+    "harness",
+    {
+        "gold": "dataspace.agents.gold:GoldAgent",
+        "dataspace-agent": "dataspace.agents.dataspace_agent:DataSpaceAgent",
+        "smolagents": "dataspace.agents.smolagents_adapter:SmolagentsAgent",
+        "codex": "dataspace.agents.native.codex:CodexAgent",
+        "claude-code": "dataspace.agents.native.claude_code:ClaudeCodeAgent",
+        "grok-build": "dataspace.agents.native.grok_build:GrokBuildAgent",
+    },
+    plural="harnesses",
+)
+"""Harness name -> its agent class; modules are imported only when chosen."""
 
 
 def register_harness(name: str, target: str) -> None:
     """Register a harness implementation as ``"module:Class"``."""
-    _HARNESSES[name] = target
+    HARNESSES.register(name, target)
 
 
 def harness_names() -> list[str]:
     """Every registered harness name."""
-    return sorted(_HARNESSES)
+    return HARNESSES.names()
+
+
+def harness_target(name: str) -> str | None:
+    """The ``"module:Class"`` of a harness, without importing it (None when unknown)."""
+    return HARNESSES.target(name)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -64,7 +73,7 @@ def harness_info() -> list[HarnessInfo]:
 
     out = []
     for name in harness_names():
-        module_name, cls_name = _HARNESSES[name].split(":")
+        module_name, _, cls_name = (HARNESSES.target(name) or ":").partition(":")
         try:
             cls = getattr(importlib.import_module(module_name), cls_name)
         except ImportError as exc:
@@ -93,27 +102,19 @@ def harness_info() -> list[HarnessInfo]:
 
 
 def get_agent(harness: str, **settings: object) -> Agent:
-    """Instantiate the harness named ``harness`` with its settings."""
-    try:
-        target = _HARNESSES[harness]
-    except KeyError:
-        raise ConfigError(
-            f"unknown harness {harness!r}; known harnesses: {', '.join(harness_names())}"
-        ) from None
-    module_name, cls_name = target.split(":")
-    try:
-        module = importlib.import_module(module_name)
-    except ImportError as exc:
-        raise ConfigError(
-            f"harness {harness!r} needs a missing package: {exc.name}; "
-            "install the project with its dependencies (pip install -e .)"
-        ) from exc
-    cls = getattr(module, cls_name)
+    """Instantiate the harness named ``harness`` with its settings.
+
+    Raises:
+        ConfigError: unknown harness (the message lists the known ones), or its module
+            cannot be imported.
+    """
+    cls = HARNESSES.factory(harness)
     return cls(**settings) if settings else cls()
 
 
 __all__ = [
     "END_STATES",
+    "HARNESSES",
     "Agent",
     "AgentContext",
     "AgentLimits",
@@ -125,5 +126,6 @@ __all__ = [
     "get_agent",
     "harness_info",
     "harness_names",
+    "harness_target",
     "register_harness",
 ]

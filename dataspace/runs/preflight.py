@@ -216,9 +216,9 @@ def _check_key(m: ModelSpec, where: str) -> Check:
 
 def _wire_of(harness: str) -> str:
     """The wire API a harness speaks to its model (``chat`` unless a native CLI says so)."""
-    from dataspace.agents import _HARNESSES
+    from dataspace.agents import harness_target
 
-    target = _HARNESSES.get(harness)
+    target = harness_target(harness)
     if target is None or ".native." not in target:
         return "chat"
     import importlib

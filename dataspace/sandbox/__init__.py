@@ -9,11 +9,11 @@ True
 
 from __future__ import annotations
 
-import importlib
 import inspect
 from collections.abc import Callable
 
 from dataspace.errors import ConfigError, SandboxClosedError, SandboxError
+from dataspace.registry import Registry
 from dataspace.sandbox.base import (
     OUTPUT_DIR,
     TMP_DIR,
@@ -28,10 +28,14 @@ from dataspace.sandbox.base import (
 
 BackendFactory = Callable[..., SandboxBackend]
 
-_BACKENDS: dict[str, str | BackendFactory] = {
-    "local": "dataspace.sandbox.local:LocalBackend",
-    "kubernetes": "dataspace.sandbox.kubernetes:KubernetesBackend",
-}
+BACKENDS: Registry[BackendFactory] = Registry(
+    "sandbox backend",
+    {
+        "local": "dataspace.sandbox.local:LocalBackend",
+        "kubernetes": "dataspace.sandbox.kubernetes:KubernetesBackend",
+    },
+    plural="backends",
+)
 
 
 def register_backend(name: str, factory: str | BackendFactory) -> None:
@@ -42,12 +46,12 @@ def register_backend(name: str, factory: str | BackendFactory) -> None:
         factory: a callable taking the backend's keyword options, or ``"module:attr"``
             naming one, imported only when the backend is first asked for.
     """
-    _BACKENDS[name] = factory
+    BACKENDS.register(name, factory)
 
 
 def backend_names() -> list[str]:
     """The registered backend names, sorted."""
-    return sorted(_BACKENDS)
+    return BACKENDS.names()
 
 
 def get_backend(name: str, **options: object) -> SandboxBackend:
@@ -58,14 +62,7 @@ def get_backend(name: str, **options: object) -> SandboxBackend:
             backend does not take.
         SandboxError: the backend cannot run on this host.
     """
-    factory = _BACKENDS.get(name)
-    if factory is None:
-        raise ConfigError(
-            f"unknown sandbox backend {name!r}; known backends: {', '.join(backend_names())}"
-        )
-    if isinstance(factory, str):
-        module, _, attribute = factory.partition(":")
-        factory = getattr(importlib.import_module(module), attribute)
+    factory = BACKENDS.factory(name)
     try:
         inspect.signature(factory).bind(**options)
     except TypeError as exc:
@@ -76,6 +73,7 @@ def get_backend(name: str, **options: object) -> SandboxBackend:
 
 
 __all__ = [
+    "BACKENDS",
     "OUTPUT_DIR",
     "TMP_DIR",
     "WORKSPACE_DIR",

@@ -12,59 +12,48 @@ only when it is used. Keys are relative POSIX paths; prefixes name folders (see
 
 from __future__ import annotations
 
-import importlib
 import logging
 from collections.abc import Callable
-from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from dataspace.errors import ConfigError
+from dataspace.registry import Registry
 from dataspace.store.base import Store
-from dataspace.store.local import FileOptions, FileStore
-from dataspace.store.memory import MemoryStore
-from dataspace.store.s3 import S3Options, S3Store
 from dataspace.store.uris import uri_scheme
+
+if TYPE_CHECKING:
+    from dataspace.store.local import FileOptions, FileStore
+    from dataspace.store.memory import MemoryStore
+    from dataspace.store.s3 import S3Options, S3Store
 
 logger = logging.getLogger(__name__)
 
 StoreFactory = Callable[..., Store]
 
 
-@dataclass(frozen=True, kw_only=True)
-class Backend:
-    """A store backend registered under a URI scheme.
-
-    Attributes:
-        scheme: the URI scheme (``s3``).
-        target: ``module:attribute`` of a ``(uri, **options) -> Store`` factory, imported
-            when the scheme is first opened.
-        requires: the package the backend needs beyond the core library, if any.
-        install: how to install it.
-    """
-
-    scheme: str
-    target: str
-    requires: str | None = None
-    install: str | None = None
+STORES: Registry[StoreFactory] = Registry(
+    "store",
+    {
+        "file": "dataspace.store.local:FileStore.from_uri",
+        "memory": "dataspace.store.memory:MemoryStore.from_uri",
+        "s3": "dataspace.store.s3:S3Store.from_uri",
+    },
+    hints={"s3": "needs boto3: pip install boto3"},
+    plural="schemes",
+)
+"""URI scheme -> a ``(uri, **options) -> Store`` factory, imported when first opened."""
 
 
-_BACKENDS: dict[str, Backend] = {}
-
-
-def register_store(
-    scheme: str, target: str, *, requires: str | None = None, install: str | None = None
-) -> None:
+def register_store(scheme: str, target: str | StoreFactory, *, install: str | None = None) -> None:
     """Register (or replace) the backend of ``scheme``.
 
     Args:
         scheme: the URI scheme, matched case-insensitively.
-        target: ``module:attribute`` naming the factory, e.g.
+        target: the factory, or ``module:attribute`` naming it, e.g.
             ``dataspace.store.s3:S3Store.from_uri``.
-        requires: the package the backend needs, named when it is missing.
-        install: how to install that package.
+        install: what the backend needs and how to install it, named when it is missing.
     """
-    key = scheme.lower()
-    _BACKENDS[key] = Backend(scheme=key, target=target, requires=requires, install=install)
+    STORES.register(scheme.lower(), target, hint=install or "")
 
 
 def known_schemes() -> list[str]:
@@ -73,33 +62,13 @@ def known_schemes() -> list[str]:
     >>> known_schemes()
     ['file', 'memory', 's3']
     """
-    return sorted(_BACKENDS)
+    return STORES.names()
 
 
 def _describe_known() -> str:
-    parts = []
-    for name in known_schemes():
-        backend = _BACKENDS[name]
-        parts.append(f"{name} ({_hint(backend)})" if backend.requires else name)
-    return ", ".join(parts)
-
-
-def _hint(backend: Backend) -> str:
-    return f"needs {backend.requires}" + (f": {backend.install}" if backend.install else "")
-
-
-def _load(backend: Backend, uri: str) -> StoreFactory:
-    module_name, _, attribute = backend.target.partition(":")
-    try:
-        obj: Any = importlib.import_module(module_name)
-    except ImportError as exc:
-        hint = f"; it {_hint(backend)}" if backend.requires else ""
-        raise ConfigError(
-            f"{uri}: the {backend.scheme}:// store cannot be loaded ({exc}){hint}"
-        ) from exc
-    for part in attribute.split("."):
-        obj = getattr(obj, part)
-    return obj
+    return ", ".join(
+        f"{name} ({hint})" if (hint := STORES.hint(name)) else name for name in known_schemes()
+    )
 
 
 def open_store(uri: str, **options: Any) -> Store:
@@ -123,25 +92,40 @@ def open_store(uri: str, **options: Any) -> Store:
     if not isinstance(uri, str) or not uri:
         raise ConfigError(f"store URI must be a non-empty string, got {uri!r}")
     scheme = uri_scheme(uri)
-    backend = _BACKENDS.get(scheme)
-    if backend is None:
+    if scheme not in STORES:
         raise ConfigError(
             f"{uri}: unknown store scheme {scheme!r}; known schemes: {_describe_known()}; "
             "a plain path means file://"
         )
-    store = _load(backend, uri)(uri, **options)
+    try:
+        factory = STORES.factory(scheme)
+    except ConfigError as exc:
+        raise ConfigError(f"{uri}: the {scheme}:// store cannot be loaded ({exc})") from None
+    store = factory(uri, **options)
     logger.debug("opened %r", store)
     return store
 
 
-register_store("file", "dataspace.store.local:FileStore.from_uri")
-register_store("memory", "dataspace.store.memory:MemoryStore.from_uri")
-register_store(
-    "s3", "dataspace.store.s3:S3Store.from_uri", requires="boto3", install="pip install boto3"
-)
+# The backends' classes, importable from here but loaded only when first used.
+_LAZY = {
+    "FileOptions": "dataspace.store.local",
+    "FileStore": "dataspace.store.local",
+    "MemoryStore": "dataspace.store.memory",
+    "S3Options": "dataspace.store.s3",
+    "S3Store": "dataspace.store.s3",
+}
+
+
+def __getattr__(name: str) -> Any:
+    if name in _LAZY:
+        import importlib
+
+        return getattr(importlib.import_module(_LAZY[name]), name)
+    raise AttributeError(f"module 'dataspace.store' has no attribute {name!r}")
+
 
 __all__ = [
-    "Backend",
+    "STORES",
     "FileOptions",
     "FileStore",
     "MemoryStore",

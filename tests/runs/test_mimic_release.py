@@ -6,7 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from builder.parallel import BuildSpec, SourceSpec, build_parallel
+from builder.driver import build_release
+from builder.spec import BuildSpec, SourceSpec
 from dataspace.release import Release
 from dataspace.runs.controller import execute_run
 from dataspace.runs.spec import AgentSpec, RunSpec
@@ -30,7 +31,7 @@ def test_mimic_release_has_every_modality_and_language_and_gold_scores_100(tmp_p
         # short videos keep the test fast; the paper-length default is the builder's own
         stage3={"video_share": 0.5, "video": {"target_seconds": 6.0}},
     )
-    report = build_parallel(spec, tmp_path / "rel", workers=2)
+    report = build_release(spec, tmp_path / "rel", workers=2)
     # only the task-quality gates may refuse a real item (ties past 3×N, mixed languages)
     assert {r.stage for r in report.rejected} <= {"semantics", "fluency"}, report.rejected
     assert len(report.accepted) + len(report.rejected) == 30 and len(report.accepted) >= 24

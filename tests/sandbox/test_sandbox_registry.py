@@ -36,7 +36,7 @@ def test_local_backend_by_name(tmp_path: Path) -> None:
 
 
 def test_registered_factories_are_used(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(sandbox_api, "_BACKENDS", dict(sandbox_api._BACKENDS))
+    monkeypatch.setattr(sandbox_api, "BACKENDS", sandbox_api.BACKENDS.copy())
     made: list[dict[str, object]] = []
 
     class Named:

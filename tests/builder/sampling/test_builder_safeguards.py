@@ -11,7 +11,7 @@ import pytest
 from builder.sampling import extract_safeguards
 from builder.transform.schema import read_schema
 
-FIX = Path(__file__).resolve().parents[1] / "fixtures" / "sampling"
+FIX = Path(__file__).resolve().parents[2] / "fixtures" / "sampling"
 CASES = json.loads((FIX / "safeguards.json").read_text(encoding="utf-8"))
 
 

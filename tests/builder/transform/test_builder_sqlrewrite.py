@@ -10,7 +10,7 @@ import pytest
 from builder.transform.mapping import ReplacementMap
 from builder.transform.sqlrewrite import rewrite_sql
 
-FIX = Path(__file__).resolve().parents[1] / "fixtures" / "sqlrewrite"
+FIX = Path(__file__).resolve().parents[2] / "fixtures" / "sqlrewrite"
 
 
 def load_cases(path: Path) -> list[dict]:

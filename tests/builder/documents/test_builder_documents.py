@@ -18,7 +18,7 @@ from builder.documents.writers import LlmWriter, SectionRequest
 from builder.render.pdf import pdf_paragraphs
 from builder.tables import compare_rows, read_tables
 from dataspace.testing.scripted_server import ScriptedServer
-from tests.builder_stage3.conftest import scripted_client
+from tests.builder.conftest import scripted_client
 
 
 def _recover(doc, table, fmt):

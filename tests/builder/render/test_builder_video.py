@@ -18,7 +18,7 @@ from builder.video.narration import espeak_path
 from builder.video.storyboard import LlmPlanner, StoryboardRejected
 from builder.video.strategies import leaks, run_restricted
 from dataspace.testing.scripted_server import ScriptedServer
-from tests.builder_stage3.conftest import scripted_client
+from tests.builder.conftest import scripted_client
 
 FAST = VideoOptions(scene_seconds=0.6, fps=5, narration=False)
 

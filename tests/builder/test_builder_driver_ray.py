@@ -1,4 +1,4 @@
-"""The parallel build (Ray) and builds from the real EHRSQL MIMIC-III demo."""
+"""The build driver on Ray (resumable, every rejection reported) and on the real MIMIC demo."""
 
 from __future__ import annotations
 
@@ -8,10 +8,11 @@ from pathlib import Path
 
 import pytest
 
-from builder.parallel import BuildSpec, LanguagePlan, SourceSpec, build_parallel
+from builder.driver import build_release
 from builder.sampling.materialize import foreign_key_report
 from builder.sampling.policy import SamplingPolicy
 from builder.sampling.sampler import foreign_keys
+from builder.spec import BuildSpec, LanguagePlan, SourceSpec
 from builder.transform.schema import read_schema
 from builder.transform.units import has_cjk
 from dataspace.errors import ConfigError
@@ -106,7 +107,7 @@ def test_parallel_build_over_ray_is_resumable_and_reports_every_rejection(tmp_pa
         sampling=SamplingPolicy(budget=60),
     )
     dest = tmp_path / "out" / "release"
-    report = build_parallel(spec, dest, workers=2, cache_dir=tmp_path / "cache")
+    report = build_release(spec, dest, workers=2, cache_dir=tmp_path / "cache")
     release = Release(dest)
     release.check(require_gold=True)
     assert len(release.task_ids()) == len(report.accepted) >= 32
@@ -132,7 +133,7 @@ def test_parallel_build_over_ray_is_resumable_and_reports_every_rejection(tmp_pa
             db = read_schema(release.ledger_dir(t) / "task_db.sqlite")
             assert all(has_cjk(name) for name in db.table_names)
 
-    again = build_parallel(
+    again = build_release(
         spec, tmp_path / "out2" / "release", workers=2, cache_dir=tmp_path / "cache"
     )
     assert again.cached == len(report.items) and again.built == 0
@@ -177,7 +178,7 @@ def mimic_release(tmp_path_factory, mimic_demo):
         ),
         seed=0,
     )
-    report = build_parallel(spec, base / "release", workers=0, cache_dir=base / "cache")
+    report = build_release(spec, base / "release", workers=0, cache_dir=base / "cache")
     return base, report
 
 

@@ -14,8 +14,9 @@ from pathlib import Path
 
 import pytest
 
-from builder.parallel import BuildSpec, LanguagePlan, build_parallel
+from builder.driver import build_release
 from builder.semantics import rank_limit
+from builder.spec import BuildSpec, LanguagePlan
 from builder.transform.question import fluency_problems
 from dataspace.diff import diff_releases
 from dataspace.release import Release
@@ -63,7 +64,7 @@ def test_mimic_items_build_into_tasks_a_careful_solver_accepts(mimic_demo, tmp_p
     spec = _spec(jsonl, mimic_demo / "mimic_iii_demo.sqlite")
     assert spec.languages == LanguagePlan(database="en", question="zh")
     a, b = tmp_path / "a" / "release", tmp_path / "b" / "release"
-    report = build_parallel(spec, a, workers=0, cache_dir=tmp_path / "cache-a")
+    report = build_release(spec, a, workers=0, cache_dir=tmp_path / "cache-a")
     rel = Release(a)
     rel.check(require_gold=True)
     assert len(report.accepted) >= 5, report.to_json()["rejected"]
@@ -112,7 +113,7 @@ def test_mimic_items_build_into_tasks_a_careful_solver_accepts(mimic_demo, tmp_p
     assert len(run.rows) == len(rel.task_ids())
     assert all(r.get("passed") is True for r in run.rows), run.rows
     # A second build from an empty cache is byte-identical.
-    build_parallel(spec, b, workers=0, cache_dir=tmp_path / "cache-b")
+    build_release(spec, b, workers=0, cache_dir=tmp_path / "cache-b")
     d = diff_releases(a, b)
     assert d.identical, d.to_json()
     files_a = sorted(p.relative_to(a) for p in a.rglob("*") if p.is_file())

@@ -8,7 +8,7 @@ from collections import Counter
 import pytest
 
 from builder.documents.assembly import DocumentOptions
-from builder.routing import (
+from builder.render.routing import (
     RoutingFailure,
     RoutingPolicy,
     TableMeta,
@@ -91,7 +91,7 @@ def test_failed_round_trip_falls_back_and_is_recorded():
 
 
 def test_every_table_is_represented_including_documents(bundled_dbs):
-    conn = sqlite3.connect(bundled_dbs["mimic_mini"])
+    conn = sqlite3.connect(bundled_dbs["clinical"])
     tables = read_tables(conn)
     conn.close()
     routing = route_tables(

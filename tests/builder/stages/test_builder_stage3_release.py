@@ -1,8 +1,8 @@
 """Stage 3 on whole releases: the bundled corpora and the EHRSQL MIMIC-III demo source.
 
-Each task is built by ``builder.pipeline.build_task`` and then passed through
-``builder.routing.apply_stage3`` (the call the pipeline makes per task), with batch counters
-carried from task to task.
+Each release is built by the one driver (``builder.driver.build_release``) with routing over
+every modality, documents and videos; ``stage3.forced`` makes chosen items get a video with
+a chosen strategy.
 """
 
 from __future__ import annotations
@@ -15,44 +15,19 @@ import pytest
 
 from builder.documents.coverage import DocumentManifest, read_document
 from builder.documents.validators import split_paragraphs
+from builder.driver import build_release
 from builder.gold import gold_from_ledger
-from builder.pipeline import build_task
 from builder.render.pdf import pdf_paragraphs
-from builder.render.video import VideoOptions
-from builder.routing import Stage3Options, apply_stage3
-from dataspace.errors import BuildError
-from dataspace.release import Release, ReleaseWriter
-from tests.builder_stage3.conftest import SOURCES
+from dataspace.release import Release
+from tests.builder.conftest import MIMIC, plain_spec
 
-VIDEO = VideoOptions(scene_seconds=0.5, fps=4, narration=False)
+VIDEO = {"scene_seconds": 0.5, "fps": 4, "narration": False, "target_seconds": 0.0}
 
 
-def build_stage3(
-    items, dest: Path, *, force: dict[str, str], video_share: float = 0.0, limit: int | None = None
-) -> Release:
-    """Build items into a release with stage 3 applied (``force``: item id -> strategy)."""
-    options = Stage3Options(video=VIDEO, video_share=video_share)
-    counters: dict[str, int] = {}
-    with ReleaseWriter(dest) as writer:
-        n = 0
-        for item in items:
-            if limit is not None and n >= limit:
-                break
-            try:
-                base = build_task(item, task_id=f"task_{n + 1}", seed=0)
-            except BuildError:
-                continue
-            strategy = force.get(item.id)
-            result = apply_stage3(
-                base,
-                options=options,
-                counters=counters,
-                video=True if strategy else None,
-                strategy=strategy,
-            )
-            counters = result.counters
-            writer.add_task(result.task)
-            n += 1
+def build_stage3(items, dest: Path, *, force: dict[str, str], video_share: float = 0.0) -> Release:
+    """Build items into a release with stage 3 on (``force``: item id -> strategy)."""
+    spec = plain_spec(stage3={"video": VIDEO, "video_share": video_share, "forced": force})
+    build_release(spec, dest, items=items, cache_dir=dest.parent / "cache")
     return Release(dest)
 
 
@@ -129,7 +104,7 @@ def test_bundled_release_has_every_modality_strategy_and_language(bundled_items,
 @pytest.mark.sources
 @pytest.mark.slow
 def test_ehrsql_mimic3_demo_source_build(tmp_path):
-    src = SOURCES / "ehrsql_mimic3_demo"
+    src = MIMIC
     if not src.is_dir():
         pytest.skip(f"{src} is absent (the shared source corpora are not beside the project)")
     from builder.sources.base import load_source

@@ -1,0 +1,99 @@
+"""The gold answer: execute the task's SQL on its own database, then state its semantics.
+
+The gold is ``Exec(SQL, task database)``. The question then states what a solver cannot
+guess (``builder.semantics``): the fixed "now" the SQL depends on, the tie rule of a
+rank-limited answer longer than N, and, for a seeded share of multi-row answers whose SQL
+leaves the order open, a requested order (the SQL gains an ORDER BY over its output and the
+gold is that SQL's result).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+from typing import Any
+
+from builder.gold import GoldAnswer, GoldRejected, execute_gold
+from builder.sources.base import one_line
+from builder.stages.state import StageContext, TaskState, need
+from dataspace.errors import BuildError
+
+logger = logging.getLogger(__name__)
+
+
+def gold(state: TaskState, ctx: StageContext) -> TaskState:
+    """Execute the gold and state the task's semantics in its question.
+
+    Raises:
+        BuildError: stage ``gold`` (no usable answer) or ``semantics`` (ties far past N).
+    """
+    item = state.item
+    conn = need(state.taskdb, "task database", "gold").conn
+    try:
+        answer = execute_gold(conn, item.sql)
+    except GoldRejected as exc:
+        raise BuildError(item.id, "gold", one_line(exc.reason)) from None
+    question, sql, answer, stated = _state_semantics(state, answer, conn, ctx)
+    return dataclasses.replace(
+        state,
+        item=dataclasses.replace(item, question=question, sql=sql),
+        answer=answer,
+        stated=stated,
+    )
+
+
+def _state_semantics(
+    state: TaskState, answer: GoldAnswer, conn: Any, ctx: StageContext
+) -> tuple[str, str, GoldAnswer, dict[str, Any]]:
+    """The question, the SQL (ordered when an order is requested), its gold, what was stated."""
+    from builder import semantics as sem
+    from builder.sqlinfo import order_sensitive
+
+    item = state.item
+    opts = ctx.spec.semantics
+    lang = item.question_language
+    sentences: list[str] = []
+    stated: dict[str, Any] = {}
+    sql = item.sql
+    stamp = sem.pinned_now(sql)
+    if stamp and opts.state_now:
+        sentences.append(sem.now_sentence(stamp, lang))
+        stated["now"] = stamp
+    n = sem.rank_limit(sql)
+    if n is not None:
+        stated["rank_limit"] = n
+        if len(answer.rows) > n * opts.max_tie_factor:
+            raise BuildError(
+                item.id,
+                "semantics",
+                f"a top-{n} question whose gold has {len(answer.rows)} rows (ties past "
+                f"{opts.max_tie_factor:g} x N)",
+            )
+        if len(answer.rows) > n:
+            if not opts.tie_rule:
+                raise BuildError(
+                    item.id,
+                    "semantics",
+                    f"a top-{n} question whose gold has {len(answer.rows)} rows",
+                )
+            sentences.append(sem.tie_sentence(n, lang))
+            stated["tie_rule"] = True
+    if (
+        opts.order_share > 0
+        and len(answer.rows) > 1
+        and not order_sensitive(sql)
+        and sem.draw(state.seed, "order") < opts.order_share
+    ):
+        kind = sem.value_kind([row[0] for row in answer.rows])
+        ordered = sem.ordered_sql(sql, len(answer.header))
+        try:
+            answer = execute_gold(conn, ordered)
+        except GoldRejected as exc:
+            raise BuildError(item.id, "semantics", one_line(exc.reason)) from None
+        sql = ordered
+        sentences.append(sem.order_sentence(kind, lang))
+        stated["order"] = kind
+    return sem.with_sentences(item.question, sentences, lang), sql, answer, stated
+
+
+__all__ = ["gold"]
