@@ -103,6 +103,10 @@ def _parser() -> argparse.ArgumentParser:
         type=int,
         help=f"attempts at once (default {RunSpec.concurrency}, a run spec's)",
     )
+    d.add_argument(
+        "--build-cache",
+        help="the build's item cache, reused across demo folders (default: OUT/.build-cache)",
+    )
     d.set_defaults(func=_cmd_demo)
 
     r = sub.add_parser(
@@ -263,6 +267,7 @@ def _cmd_demo(args: argparse.Namespace) -> int:
             concurrency=args.concurrency,
             progress=progress,
             build_progress=build_progress,
+            build_cache=args.build_cache,
         )
     rep = outcome.build_report
     print(

@@ -54,6 +54,37 @@ def oracle_failures(rows: Sequence[Mapping[str, Any]]) -> list[Mapping[str, Any]
     return [r for r in rows if r.get("passed") is not True]
 
 
+def build_demo_release(
+    release_dir: Path,
+    *,
+    workers: int = 2,
+    progress: Callable[[int, int, Any], None] | None = None,
+    cache_dir: Path | str | None = None,
+) -> Any:
+    """Build the demo release (the bundled corpora, every stage) at ``release_dir``.
+
+    Args:
+        release_dir: the release folder (replaced when it exists).
+        workers: Ray workers for the items; 0 builds in this process.
+        progress: called as ``(done, total, result)`` after each built item.
+        cache_dir: the item cache (default: beside the release); items already built
+            there with the same inputs and code are reused, not rebuilt.
+
+    Returns:
+        The build report.
+    """
+    from builder.driver import build_release, bundled_spec
+
+    return build_release(
+        bundled_spec(),
+        release_dir,
+        workers=workers,
+        replace=True,
+        progress=progress,
+        cache_dir=cache_dir,
+    )
+
+
 def run_demo(
     out: Path,
     *,
@@ -61,6 +92,7 @@ def run_demo(
     progress: Callable[[dict[str, Any]], None] | None = None,
     build_progress: Callable[[int, int, Any], None] | None = None,
     protocol: str = "official",
+    build_cache: Path | str | None = None,
 ) -> DemoOutcome:
     """Build ``out/release`` from the bundled corpora and run ``gold`` into ``out/store``.
 
@@ -70,8 +102,8 @@ def run_demo(
         progress: the run's progress callback (see ``execute_run``).
         build_progress: called as ``(done, total, result)`` after each built item.
         protocol: the run's protocol profile (``official`` or ``extended``).
+        build_cache: the build's item cache (default ``out/.build-cache``).
     """
-    from builder.driver import build_release, bundled_spec
     from dataspace.runs.controller import execute_run
     from dataspace.runs.spec import AgentSpec, RunSpec, SandboxConfig
 
@@ -80,12 +112,8 @@ def run_demo(
     out.mkdir(parents=True, exist_ok=True)
     t0 = time.monotonic()
     release_dir = out / "release"
-    report = build_release(
-        bundled_spec(),
-        release_dir,
-        workers=workers,
-        replace=True,
-        progress=build_progress,
+    report = build_demo_release(
+        release_dir, workers=workers, progress=build_progress, cache_dir=build_cache
     )
     build_seconds = time.monotonic() - t0
     spec = RunSpec(
@@ -108,4 +136,11 @@ def run_demo(
     )
 
 
-__all__ = ["DEMO_LIMITS", "DEMO_RUN_ID", "DemoOutcome", "oracle_failures", "run_demo"]
+__all__ = [
+    "DEMO_LIMITS",
+    "DEMO_RUN_ID",
+    "DemoOutcome",
+    "build_demo_release",
+    "oracle_failures",
+    "run_demo",
+]

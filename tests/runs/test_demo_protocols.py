@@ -28,7 +28,9 @@ AGENT_TASKS = 4  # demo tasks the scripted agent solves per profile
 
 
 @pytest.fixture(scope="module")
-def demo(tmp_path_factory: pytest.TempPathFactory, ray_local: Any) -> dict[str, Any]:
+def demo(
+    tmp_path_factory: pytest.TempPathFactory, ray_local: Any, build_cache: Path
+) -> dict[str, Any]:
     """The demo under the default (official) profile, then its gold run again, extended."""
 
     from dataspace.demo import oracle_failures, run_demo
@@ -36,7 +38,7 @@ def demo(tmp_path_factory: pytest.TempPathFactory, ray_local: Any) -> dict[str, 
     from dataspace.runs.spec import AgentSpec, Limits, RunSpec, SandboxConfig
 
     out = tmp_path_factory.mktemp("demo-protocols")
-    official = run_demo(out, protocol="official")
+    official = run_demo(out, protocol="official", build_cache=build_cache)
     spec = RunSpec(  # the demo's own run, on the release it built, in a store of its own
         run_id="demo-extended",
         release=str(official.release_dir),

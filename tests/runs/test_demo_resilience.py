@@ -92,9 +92,13 @@ def _kill_mid_attempt(pid: int) -> bool:
     return False
 
 
-def test_demo_survives_a_killed_worker_and_resumes(tmp_path):
+def test_demo_survives_a_killed_worker_and_resumes(tmp_path, build_cache):
     out = tmp_path / "demo"
-    cmd = [sys.executable, "-m", "dataspace.cli", "demo", "--out", str(out)]
+    # the session's build cache: items another test built already are copied, not rebuilt
+    cmd = [
+        sys.executable, "-m", "dataspace.cli", "demo", "--out", str(out),
+        "--build-cache", str(build_cache),
+    ]  # fmt: skip
     env = {**os.environ, "PYTHONUNBUFFERED": "1"}
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, env=env)
     lines: list[str] = []
