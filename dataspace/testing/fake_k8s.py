@@ -86,12 +86,14 @@ class Behaviour:
         outcome: ``run`` (normal), ``image_pull`` (ErrImagePull, then ImagePullBackOff),
             ``unschedulable`` (Pending for ever), ``oom`` or ``evict`` (the container is
             OOM-killed / the pod evicted for node pressure while exec number
-            ``on_exec`` runs), ``deadline`` (DeadlineExceeded ``after`` seconds running),
+            ``on_exec`` runs), ``deadline`` (DeadlineExceeded ``after`` seconds into exec
+            ``on_exec``),
             ``storage`` (evicted for exceeding its emptyDir limit while exec ``on_exec``
             runs).
-        on_exec: which exec into the main container triggers ``oom``, ``evict`` or
-            ``storage`` (1-based).
-        after: seconds for ``deadline``.
+        on_exec: which exec into the main container triggers ``oom``, ``evict``,
+            ``storage`` or ``deadline`` (1-based; the backend's own first exec reads the
+            runtime manifest).
+        after: seconds from the start of that exec to ``deadline``.
     """
 
     start_delay: float = 0.05
@@ -550,13 +552,6 @@ class FakeKubernetes:
             ]
             self._add_event(ns, name, "Started", "Started container sandbox")
             self._changed(pod)
-        if b.outcome == "deadline" and self._sleep(pod, b.after):
-            self._terminate(
-                pod,
-                "DeadlineExceeded",
-                "Pod was active on the node longer than the specified deadline",
-                container_reason="Error",
-            )
 
     def _deadline_timer(self, pod: _Pod) -> None:
         seconds = pod.obj["spec"].get("activeDeadlineSeconds")
@@ -913,7 +908,7 @@ class FakeKubernetes:
             trigger = None
             if cname == spec["containers"][0]["name"]:
                 pod.main_execs += 1
-                if pod.behaviour.outcome in ("oom", "evict", "storage") and (
+                if pod.behaviour.outcome in ("oom", "evict", "storage", "deadline") and (
                     pod.main_execs == pod.behaviour.on_exec
                 ):
                     trigger = pod.behaviour.outcome
@@ -938,6 +933,16 @@ class FakeKubernetes:
         return None
 
     def _trigger(self, pod: _Pod, what: str) -> None:
+        if what == "deadline":
+            # counted from the exec's start, so a slow host cannot fire it earlier
+            if self._sleep(pod, pod.behaviour.after):
+                self._terminate(
+                    pod,
+                    "DeadlineExceeded",
+                    "Pod was active on the node longer than the specified deadline",
+                    container_reason="Error",
+                )
+            return
         time.sleep(0.2)
         if what == "oom":
             self._terminate(pod, "", "", container_reason="OOMKilled")
