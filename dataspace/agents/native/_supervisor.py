@@ -18,8 +18,8 @@ only). It
 4. writes ``status`` as JSON: ``exit_code``, ``timed_out``, ``stopped``, ``signal`` sent,
    ``seconds``.
 
-Config keys: ``socket`` or ``connect``, ``port``, ``sweep``, ``argv``, ``env``, ``cwd``, ``wall_seconds``,
-``grace_seconds``, ``stdout``, ``stderr``, ``status``, ``pid_file``.
+Config keys: ``socket`` or ``connect``, ``port``, ``sweep``, ``argv``, ``env``, ``cwd``,
+``wall_seconds``, ``grace_seconds``, ``stdout``, ``stderr``, ``status``, ``pid_file``.
 """
 
 import contextlib
