@@ -50,6 +50,34 @@ def oracle_failures(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return [r for r in rows if r.get("passed") is not True]
 
 
+def build_demo_release(
+    release_dir: Path,
+    *,
+    workers: int = 2,
+    progress: Callable[[int, int, Any], None] | None = None,
+) -> Any:
+    """Build the demo release (the bundled corpora, every stage) at ``release_dir``.
+
+    Args:
+        release_dir: the release folder (replaced when it exists).
+        workers: Ray workers for the items; 0 builds in this process.
+        progress: called as ``(done, total, result)`` after each built item.
+
+    Returns:
+        The build report.
+    """
+    from builder.parallel import BuildSpec, SourceSpec, build_parallel
+
+    build = BuildSpec(
+        sources=(
+            SourceSpec(kind="bundled", path="finance"),
+            SourceSpec(kind="bundled", path="clinical"),
+        ),
+        stage3={"video_share": VIDEO_SHARE},
+    )
+    return build_parallel(build, release_dir, workers=workers, replace=True, progress=progress)
+
+
 def run_demo(
     out: Path,
     *,
@@ -67,7 +95,6 @@ def run_demo(
         build_progress: called as ``(done, total, result)`` after each built item.
         protocol: the run's protocol profile (``official`` or ``extended``).
     """
-    from builder.parallel import BuildSpec, SourceSpec, build_parallel
     from dataspace.runs.controller import execute_run
     from dataspace.runs.spec import AgentSpec, RunSpec, SandboxConfig
 
@@ -75,16 +102,7 @@ def run_demo(
     out.mkdir(parents=True, exist_ok=True)
     t0 = time.monotonic()
     release_dir = out / "release"
-    build = BuildSpec(
-        sources=(
-            SourceSpec(kind="bundled", path="finance"),
-            SourceSpec(kind="bundled", path="clinical"),
-        ),
-        stage3={"video_share": VIDEO_SHARE},
-    )
-    report = build_parallel(
-        build, release_dir, workers=max(1, concurrency), replace=True, progress=build_progress
-    )
+    report = build_demo_release(release_dir, workers=max(1, concurrency), progress=build_progress)
     build_seconds = time.monotonic() - t0
     spec = RunSpec(
         run_id=DEMO_RUN_ID,
@@ -105,4 +123,11 @@ def run_demo(
     )
 
 
-__all__ = ["DEMO_RUN_ID", "VIDEO_SHARE", "DemoOutcome", "oracle_failures", "run_demo"]
+__all__ = [
+    "DEMO_RUN_ID",
+    "VIDEO_SHARE",
+    "DemoOutcome",
+    "build_demo_release",
+    "oracle_failures",
+    "run_demo",
+]
