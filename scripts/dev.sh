@@ -87,6 +87,46 @@ ensure_workbench() {
     ) 9> "$root/.workbench-lock"
 }
 
+# The smolagents harness (1.26.0) in a folder of its own, not in the workbench Python:
+# /opt/dataspace/harnesses/smolagents/site, installed with the workbench Python's pip from
+# images/smolagents-requirements.txt (--no-deps --target). Only the harness's own process
+# adds it to its sys.path, so an agent's python3 sees the official workbench packages alone.
+# Rebuilt when the list changes; built beside the old one and swapped in by a link rename.
+ensure_smolagents() {
+    local root="${DATASPACE_RUNTIME_ROOT:-/opt/dataspace}"
+    local hroot="${DATASPACE_HARNESS_ROOT:-$root/harnesses}"
+    [[ -x "$root/python/bin/python" ]] || return 0
+    local stamp; stamp=$(cat images/smolagents-requirements.txt | sha256sum | cut -c1-16)
+    [[ -f "$hroot/smolagents/.stamp" && "$(cat "$hroot/smolagents/.stamp")" == "$stamp" ]] && return 0
+    if [[ ! -w "$hroot" && ! -w "$(dirname "$hroot")" ]]; then
+        echo "warning: cannot write $hroot (run scripts/dev.sh as root once); the smolagents harness needs it" >&2
+        return 0
+    fi
+    echo "installing the smolagents harness into $hroot/smolagents" >&2
+    mkdir -p "$hroot"
+    (
+        flock 9
+        [[ -f "$hroot/smolagents/.stamp" && "$(cat "$hroot/smolagents/.stamp")" == "$stamp" ]] && exit 0
+        local build="smolagents-$stamp"
+        rm -rf "${hroot:?}/$build"
+        "$root/python/bin/python" -m pip install -q --disable-pip-version-check --no-deps \
+            --target "$hroot/$build/site" -r images/smolagents-requirements.txt \
+            2> >(grep -v "is ignored: it is neither a file nor a directory" >&2)
+        PYTHONPATH="$hroot/$build/site" "$root/python/bin/python" -c \
+            'import smolagents, openai, yaml; print(smolagents.__version__)' > "$hroot/$build/VERSION"
+        echo "$stamp" > "$hroot/$build/.stamp"
+        chmod -R a+rX "$hroot/$build"
+        local previous=""
+        [[ -L "$hroot/smolagents" ]] && previous=$(readlink "$hroot/smolagents")
+        [[ -d "$hroot/smolagents" && ! -L "$hroot/smolagents" ]] && rm -rf "${hroot:?}/smolagents"
+        ln -sfn "$build" "$hroot/.smolagents-link"
+        mv -T "$hroot/.smolagents-link" "$hroot/smolagents"
+        for old in "$hroot"/smolagents-*; do
+            [[ "$(basename "$old")" == "$build" || "$(basename "$old")" == "$previous" ]] || rm -rf "$old"
+        done
+    ) 9> "$hroot/.smolagents-lock"
+}
+
 ensure_venv() {
     local py; py=$(python_bin)
     [[ -x .venv/bin/python ]] || "$py" -m venv .venv
@@ -111,6 +151,7 @@ ensure_harnesses() {
 cmd="${1:-}"; shift || true
 ensure_system_packages
 ensure_workbench
+ensure_smolagents
 ensure_venv
 ensure_harnesses
 case "$cmd" in

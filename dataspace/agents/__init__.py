@@ -52,9 +52,10 @@ class HarnessInfo:
 def harness_info() -> list[HarnessInfo]:
     """Every registered harness with its version and installed state.
 
-    A harness is installed when its module imports and the native binary it names (class
-    attribute ``binary``) is on PATH; its version is the class attribute ``version``, else
-    that of the package it wraps (``package``), else the project's.
+    A harness is installed when its module imports, the native binary it names (class
+    attribute ``binary``) is on PATH, and its ``install_problem()`` (where it has one, e.g.
+    smolagents' own package folder) says nothing; its version is the class attribute
+    ``version``, else that of the package it wraps (``package``), else the project's.
     """
     from importlib.metadata import PackageNotFoundError, version
 
@@ -80,6 +81,9 @@ def harness_info() -> list[HarnessInfo]:
         binary = getattr(cls, "binary", None)
         if binary and shutil.which(binary) is None:
             missing = f"{binary} not on PATH"
+        problem = getattr(cls, "install_problem", None)
+        if callable(problem):
+            missing = problem()
         if name in native_pins:
             state = harness_state(name)
             ver = state.installed or state.pinned

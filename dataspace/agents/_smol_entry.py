@@ -2,9 +2,12 @@
 
 This file is executed as a script by the sandbox's Python (``python3 -c <source> CONFIG``);
 it imports only the standard library, smolagents and the openai package, never
-``dataspace`` (which is not installed inside). The config (JSON) gives the model id, the
-relay's base URL, the bridge folder, the step budget, the per-action timeout and where to
-write the trace; the relay token comes from ``DATASPACE_RELAY_TOKEN``.
+``dataspace`` (which is not installed inside). smolagents is not in that Python: the first
+existing folder of the config's ``site_paths`` goes first on this process's ``sys.path``
+(and not into ``PYTHONPATH``, so code actions' child processes see the workbench alone).
+The config (JSON) gives the model id, the relay's base URL, the bridge folder, the step
+budget, the per-action timeout and where to write the trace; the relay token comes from
+``DATASPACE_RELAY_TOKEN``.
 
 The trace (JSON) holds the final state (``success``, ``max_steps_error``,
 ``runtime_error``, ``terminated``), the token usage smolagents counted, and one entry per
@@ -144,6 +147,10 @@ def _write(path: str, payload: dict[str, Any]) -> None:
 def main(argv: list[str]) -> int:
     """Run one task; always writes the trace."""
     cfg = json.loads(Path(argv[1]).read_text(encoding="utf-8"))
+    for site in cfg.get("site_paths") or []:
+        if os.path.isdir(site):
+            sys.path.insert(0, site)
+            break
     signal.signal(signal.SIGTERM, _terminate)
     Path(cfg["pid_file"]).write_text(str(os.getpid()), encoding="utf-8")
     trace: dict[str, Any] = {

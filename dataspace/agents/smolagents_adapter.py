@@ -17,9 +17,15 @@ which), ``runtime_error`` (the harness crashed). Tool actions are smolagents' co
 
 Settings: ``max_output_tokens`` (32768), ``extra_body``, ``default_headers``,
 ``request_timeout`` (600 s), ``retry`` (``RetryPolicy`` fields), ``python`` (the
-interpreter inside the sandbox, default ``python3``). smolagents must be installed in the
-Python environment the sandbox runs: the runtime image carries it
-(``images/runtime-requirements.txt``, ``smolagents==1.26.0``).
+interpreter inside the sandbox, default ``python3``).
+
+Where smolagents lives: not in the workbench Python (the agent's ``python3`` holds the
+official workbench packages alone, as the paper's sandbox did), but in a folder of its own,
+``<harness root>/smolagents/site`` (``images/smolagents-requirements.txt``, installed with
+``--no-deps --target`` by ``scripts/dev.sh`` and by the runtime image). The local sandbox
+binds that folder read-only at :data:`SANDBOX_SITE`'s parent; the harness's process alone
+puts it first on its ``sys.path`` (not ``PYTHONPATH``, so the processes its code actions
+start see the workbench only).
 """
 
 from __future__ import annotations
@@ -44,6 +50,13 @@ PROMPT_CONTRACT_VERSION = "relation-v2"
 RUNTIME_DIR = f"{OUTPUT_DIR}/.smolagents"
 BRIDGE_DIR = f"{OUTPUT_DIR}/.relay"
 PLACEHOLDER_BASE_URL = "http://relay.invalid/v1"
+VERSION = "1.26.0"
+"""The pinned smolagents release (the paper's Table 9); ``images/smolagents-requirements.txt``
+installs it."""
+SANDBOX_SITE = "/opt/harness/smolagents/site"
+"""Where the local sandbox shows the harness's package folder."""
+IMAGE_SITE = "/opt/dataspace/harnesses/smolagents/site"
+"""Where the runtime image holds it (a pod has no per-attempt binds)."""
 _ALLOWED = {
     "max_output_tokens",
     "extra_body",
@@ -115,11 +128,47 @@ def count_actions(trace: Mapping[str, Any]) -> int:
     return n
 
 
+def install_dir() -> Path:
+    """The host folder of the smolagents harness (``site/`` and ``VERSION`` inside)."""
+    from dataspace.agents.native.install import harness_dir
+
+    return harness_dir("smolagents")
+
+
+def install_problem() -> str | None:
+    """Why the smolagents harness cannot run on this host, with the fix; None when it can."""
+    root = install_dir()
+    found = (root / "VERSION").read_text().strip() if (root / "VERSION").is_file() else None
+    if found is None or not (root / "site" / "smolagents").is_dir():
+        return f"{root}/site is missing; run `scripts/dev.sh shell true` (as root once)"
+    if found != VERSION:
+        return f"{root} holds smolagents {found}, not {VERSION}; run `scripts/dev.sh shell true`"
+    return None
+
+
 class SmolagentsAgent:
     """Runs smolagents inside the sandbox (harness ``smolagents``)."""
 
     name = "smolagents"
     needs_oracle = False
+    version = VERSION
+
+    @staticmethod
+    def install_problem() -> str | None:
+        """Why this harness is not installed here (for ``dataspace harnesses``/``doctor``)."""
+        return install_problem()
+
+    def sandbox_needs(self) -> Any:
+        """The harness's package folder, bound read-only into the local sandbox."""
+        from dataspace.agents.native.runner import SandboxNeeds
+
+        root = install_dir()
+        if not root.is_dir():
+            return SandboxNeeds(relay=False)
+        return SandboxNeeds(
+            relay=False,
+            runtime_binds=((str(root.resolve()), SANDBOX_SITE.rsplit("/", 1)[0]),),
+        )
 
     def __init__(self, **settings: Any) -> None:
         self._defaults = dict(settings)
@@ -197,6 +246,7 @@ class SmolagentsAgent:
             "command_timeout": max(1, int(lim.command_timeout)),
             "max_tokens": max_tokens,
             "request_timeout": float(merged.get("request_timeout", 600.0)) + 3600.0,
+            "site_paths": [SANDBOX_SITE, IMAGE_SITE],
             "prompt_file": f"{RUNTIME_DIR}/prompt.txt",
             "trace": f"{RUNTIME_DIR}/trace.json",
             "pid_file": f"{RUNTIME_DIR}/pid",

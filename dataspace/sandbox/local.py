@@ -316,9 +316,12 @@ def _system_ops(runtime_root: Path) -> list[tuple[str, ...]]:
 
     The host's ``/usr`` and ``/etc`` (Debian's tools, the workbench's command-line tools
     among them), the workbench Python at ``/usr/local`` (where the official image has its
-    Python, hiding the host's own ``/usr/local``) and the runtime root at ``/opt/dataspace``
-    (``TOOLS.md``, ``capabilities.json``, the manifest, and the native harnesses under
-    ``harnesses/``). Nothing of the controller's Python or virtual environment.
+    Python, hiding the host's own ``/usr/local``) and, at ``/opt/dataspace``, the files the
+    official workbench image has there (``TOOLS.md``, ``capabilities.json``, the two package
+    lists) and the runtime manifest: not the rest of the host's runtime root (its Python
+    builds, the harness installs, which an attempt gets bound at ``/opt/harness/<name>``
+    only when its harness needs one). Nothing of the controller's Python or virtual
+    environment.
     """
     ops: list[tuple[str, ...]] = []
     for name in ("bin", "sbin", "lib", "lib32", "lib64", "libx32"):
@@ -331,7 +334,9 @@ def _system_ops(runtime_root: Path) -> list[tuple[str, ...]]:
     root = os.path.realpath(runtime_root)
     # Resolved once: a rebuild swaps the link to a new folder, this sandbox keeps its own.
     ops.append(("bind", os.path.realpath(os.path.join(root, workbench.PYTHON_DIR)), "/usr/local"))
-    ops.append(("bind", root, workbench.RUNTIME_ROOT))
+    for name in workbench.VISIBLE_FILES:
+        if os.path.isfile(os.path.join(root, name)):
+            ops.append(("bind", os.path.join(root, name), f"{workbench.RUNTIME_ROOT}/{name}"))
     return ops
 
 

@@ -31,6 +31,15 @@ MANIFEST_MAX_BYTES = 1024**2
 PYTHON_DIR = "python"
 """The workbench Python's virtual environment, under the runtime root."""
 TOOLS_MANIFEST = f"{RUNTIME_ROOT}/TOOLS.md"
+VISIBLE_FILES = (
+    "TOOLS.md",
+    "capabilities.json",
+    "python-packages.txt",
+    "system-packages.txt",
+    MANIFEST_NAME,
+)
+"""What of the runtime root a sandbox sees at ``/opt/dataspace``: the official image's files
+there, and the manifest."""
 
 ENVIRONMENT = {
     "DATASPACE_TOOLS_MANIFEST": TOOLS_MANIFEST,
@@ -148,6 +157,7 @@ __all__ = [
     "MANIFEST_PATH",
     "RUNTIME_ROOT",
     "TOOLS_MANIFEST",
+    "VISIBLE_FILES",
     "manifest_identity",
     "parse_manifest",
     "read_manifest",

@@ -69,6 +69,9 @@ def run_agent(
     from dataspace.sandbox import Limits, SandboxSpec
 
     limits = limits or AgentLimits(wall_seconds=60, command_timeout=20)
+    agent = get_agent(harness)
+    # what the attempt runner gives the harness's sandbox (smolagents: its package folder)
+    needs = agent.sandbox_needs() if hasattr(agent, "sandbox_needs") else None
     sb = backend.create(
         SandboxSpec(
             workspace=ws,
@@ -78,6 +81,7 @@ def run_agent(
                 wall_seconds=limits.wall_seconds + 60,
                 command_timeout=limits.command_timeout,
             ),
+            runtime_binds=() if needs is None else tuple(needs.runtime_binds),
         )
     )
     ev_path = tmp_path / f"events-{time.monotonic_ns()}.jsonl"
@@ -99,7 +103,7 @@ def run_agent(
                 **(settings or {}),
             },
         )
-        result = get_agent(harness).run(ctx)
+        result = agent.run(ctx)
         if inspect is not None:
             inspect(sb)
         out_dir = tmp_path / f"collected-{time.monotonic_ns()}"

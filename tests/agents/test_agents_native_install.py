@@ -46,8 +46,9 @@ def test_the_runtime_image_installs_the_same_pins():
     assert args["CODEX_VERSION"] == PINS["codex"].version
     assert args["CLAUDE_CODE_PACKAGE"] == PINS["claude-code"].npm_package
     assert args["CLAUDE_CODE_VERSION"] == PINS["claude-code"].version
-    reqs = (REPO / "images" / "runtime-requirements.txt").read_text().splitlines()
+    reqs = (REPO / "images" / "smolagents-requirements.txt").read_text().splitlines()
     assert "smolagents==1.26.0" in reqs
+    assert "smolagents-requirements.txt" in text and "--target" in text
 
 
 def test_a_missing_grok_build_says_how_to_add_it(tmp_path, monkeypatch):

@@ -6,13 +6,12 @@ import pytest
 from agents_helpers import CITIES, SECRET, run_agent, workspace
 
 from dataspace.agents import AgentLimits
-from dataspace.agents.smolagents_adapter import count_actions, relation_prompt
+from dataspace.agents.smolagents_adapter import count_actions, install_problem, relation_prompt
 
 pytestmark = [pytest.mark.sandbox, pytest.mark.llm]
 
-pytest.importorskip(
-    "smolagents", reason="smolagents is not installed (pip install smolagents==1.26.0)"
-)
+if install_problem() is not None:  # the set-up installs it: a missing one is a failure
+    pytest.fail(f"the smolagents harness is not installed: {install_problem()}")
 
 LOOK = (
     "Thought: look at the data\n<code>\nimport pandas as pd\n"

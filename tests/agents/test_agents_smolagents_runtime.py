@@ -1,11 +1,13 @@
-"""smolagents from the runtime's own Python environment, not the controller's.
+"""smolagents from its own install folder, not the controller's, not the workbench Python's.
 
-The runtime image installs ``images/runtime-requirements.txt`` into its Python
-(``--no-deps``, then ``pip check``); ``scripts/dev.sh`` builds the local sandbox's workbench
-Python (shown inside the sandbox at ``/usr/local``) from the same list. This test checks
-that the workbench was built from the list as it is now, that ``python3`` inside the sandbox
-imports smolagents from there, and runs the smolagents harness on it against the scripted
-server.
+The workbench Python (the agent's ``python3``, at ``/usr/local`` inside the local sandbox)
+is built from ``images/runtime-requirements.txt`` alone, as the official workbench image
+is. smolagents and its OpenAI client live in a folder of their own, built from
+``images/smolagents-requirements.txt`` with ``--no-deps --target`` (``scripts/dev.sh``
+here, the runtime image the same way), bound read-only into smolagents' attempts only.
+These tests check both environments against their lists, that neither an agent's
+``python3`` nor a code action's child process can import smolagents, and run the harness
+from its folder against the scripted server.
 """
 
 from __future__ import annotations
@@ -18,29 +20,36 @@ import pytest
 from agents_helpers import CITIES, SECRET, model_for, workspace
 
 from dataspace.agents import AgentContext, AgentLimits, EventLog, get_agent
+from dataspace.agents.smolagents_adapter import SANDBOX_SITE, install_problem
 from dataspace.release import TaskInput
 from dataspace.testing.scripted_server import ScriptedServer
 
 pytestmark = [pytest.mark.sandbox, pytest.mark.llm, pytest.mark.integration]
 
-REQUIREMENTS = Path(__file__).parents[2] / "images" / "runtime-requirements.txt"
+IMAGES = Path(__file__).parents[2] / "images"
+REQUIREMENTS = IMAGES / "runtime-requirements.txt"
+HARNESS_REQUIREMENTS = IMAGES / "smolagents-requirements.txt"
 WRITE = (
-    "Thought: write the answer\n<code>\nimport pandas as pd\n"
+    "Thought: write the answer\n<code>\nimport pandas as pd, pathlib, subprocess\n"
     "df = pd.read_csv('/workspace/cities.csv')\n"
     "df[df['population'] > 250000][['city', 'population']]"
-    ".to_csv('/output/prediction.csv', index=False)\nfinal_answer('done')\n</code>"
+    ".to_csv('/output/prediction.csv', index=False)\n"
+    "child = subprocess.run(['python3', '-c', 'import smolagents'], capture_output=True)\n"
+    "pathlib.Path('/output/child.txt').write_text(str(child.returncode))\n"
+    "final_answer('done')\n</code>"
 )
-PROBE = (
-    "import json, importlib.metadata as m, smolagents, openai, sys; "
-    "print(json.dumps({'prefix': sys.prefix, 'file': smolagents.__file__, "
+VERSIONS = (
+    "import json, importlib.metadata as m, sys; "
+    "kw = {'path': sys.argv[1:]} if sys.argv[1:] else {}; "
+    "print(json.dumps({'prefix': sys.prefix, "
     "'versions': {d.metadata['Name'].lower().replace('_', '-'): d.version "
-    "for d in m.distributions()}}))"
+    "for d in m.distributions(**kw)}}))"
 )
 
 
-def _pins() -> dict[str, str]:
+def _pins(path: Path) -> dict[str, str]:
     pins = {}
-    for line in REQUIREMENTS.read_text().splitlines():
+    for line in path.read_text().splitlines():
         line = line.split("#", 1)[0].strip()
         if line:
             name, version = line.split("==")
@@ -48,19 +57,39 @@ def _pins() -> dict[str, str]:
     return pins
 
 
-def test_smolagents_runs_from_the_runtime_environment(local_backend, tmp_path):
+def _norm(found: dict[str, str]) -> dict[str, str]:
+    return {k.replace(".", "-"): v for k, v in found.items()}
+
+
+def test_the_lists_are_disjoint_and_smolagents_is_not_a_workbench_package():
+    workbench, harness = _pins(REQUIREMENTS), _pins(HARNESS_REQUIREMENTS)
+    assert harness["smolagents"] == "1.26.0"
+    assert not {"smolagents", "openai", "huggingface-hub"} & set(workbench)
+    assert not set(workbench) & set(harness), "a package listed twice"
+
+
+def test_smolagents_runs_from_its_own_folder(local_backend, tmp_path):
     from dataspace.sandbox import Limits, SandboxSpec
 
+    problem = install_problem()
+    if problem is not None:
+        pytest.fail(f"the set-up installs the smolagents harness: {problem}")
+    agent = get_agent("smolagents")
+    needs = agent.sandbox_needs()
     sb = local_backend.create(
         SandboxSpec(
             workspace=workspace(tmp_path, {"cities.csv": CITIES}),
             limits=Limits(wall_seconds=400, memory_bytes=2 * 1024**3),
+            runtime_binds=tuple(needs.runtime_binds),
         )
     )
     events = EventLog(tmp_path / "events.jsonl")
     try:
-        probe = sb.exec(["python3", "-c", PROBE])
-        assert probe.exit_code == 0, probe.stderr
+        python = sb.exec(["python3", "-c", VERSIONS])
+        site = sb.exec(["python3", "-c", VERSIONS, SANDBOX_SITE])
+        plain = sb.exec(["python3", "-c", "import smolagents"])
+        listing = sb.exec(["ls", "-A", "/opt/dataspace"])
+        assert python.exit_code == 0 and site.exit_code == 0, python.stderr + site.stderr
         with ScriptedServer({"task_1": [{"content": WRITE}]}) as srv:
             ctx = AgentContext(
                 task=TaskInput(task_id="task_1", question="Which cities?"),
@@ -70,18 +99,31 @@ def test_smolagents_runs_from_the_runtime_environment(local_backend, tmp_path):
                 deadline=time.monotonic() + 240,
                 settings={"model": model_for(srv)},
             )
-            result = get_agent("smolagents").run(ctx)
+            result = agent.run(ctx)
         prediction = sb.read_file("/output/prediction.csv").decode()
+        child = sb.read_file("/output/child.txt").decode()
     finally:
         events.close()
         sb.close()
-    found = json.loads(probe.stdout)
-    # the sandbox's Python is the runtime's, holding exactly the list's pins
-    assert found["file"].startswith("/usr/local/lib/python3.11/site-packages/smolagents/")
-    installed = {k.replace(".", "-"): v for k, v in found["versions"].items()}
-    missing = {k: v for k, v in _pins().items() if installed.get(k) != v}
-    assert not missing, f"the workbench Python is not built from the list: {missing}"
-    assert installed["smolagents"] == "1.26.0"
+    # the agent's python3 is the workbench's, holding exactly its list's pins, no smolagents
+    found = json.loads(python.stdout)
+    assert found["prefix"] == "/usr/local"
+    installed = _norm(found["versions"])
+    expected = _pins(REQUIREMENTS)
+    assert {k: installed.get(k) for k in expected} == expected
+    assert not set(installed) - set(expected) - {"pip", "setuptools"}, "not the list's"
+    assert plain.exit_code != 0 and "No module named 'smolagents'" in plain.stderr
+    # the harness's folder holds exactly its own list
+    assert _norm(json.loads(site.stdout)["versions"]) == _pins(HARNESS_REQUIREMENTS)
+    # /opt/dataspace shows what the official image has there, and the manifest
+    assert sorted(listing.stdout.split()) == [
+        "TOOLS.md",
+        "capabilities.json",
+        "python-packages.txt",
+        "runtime-manifest.json",
+        "system-packages.txt",
+    ]
     assert result.end_state == "submitted", result.error
     assert prediction.splitlines() == ["city,population", "Lyon,522000", "Graz,291000"]
+    assert child == "1", "a code action's child process imported smolagents"
     assert SECRET not in (tmp_path / "events.jsonl").read_text()

@@ -193,6 +193,7 @@ def test_the_runtime_installs_the_official_tools_from_the_one_list() -> None:
     dev = (REPO / "scripts" / "dev.sh").read_text()
     assert "images/workbench-packages.txt" in dev  # the local set-up installs the same list
     assert "images/runtime-requirements.txt" in dev
+    assert "images/smolagents-requirements.txt" in dev
 
 
 def test_the_runtime_python_has_the_official_pins_and_generic_tools_only() -> None:
@@ -205,6 +206,12 @@ def test_the_runtime_python_has_the_official_pins_and_generic_tools_only() -> No
     )
     solvers = {"langchain", "llama-index", "vanna", "sqlcoder", "transformers", "torch"}
     assert not solvers & set(pins), "the runtime offers generic tools only"
+    # smolagents (and its model client) are the harness's, in a folder of their own
+    assert not {"smolagents", "openai"} & set(pins)
+    smol = next(
+        i.args for i in instructions if "smolagents-requirements" in i.args and i.keyword == "RUN"
+    )
+    assert "--no-deps" in smol and "--target /opt/dataspace/harnesses/smolagents/site" in smol
 
 
 def test_tools_md_and_capabilities_are_the_official_ones_and_baked_with_a_manifest() -> None:

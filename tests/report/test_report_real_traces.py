@@ -188,12 +188,11 @@ def run(local_backend, release, tmp_path_factory):
         ("gold", "gold", None, ["task_1", "task_2"]),
         ("react", "dataspace-agent", REACT_SCRIPTS, ["task_1", "task_2"]),
     ]
-    try:
-        import smolagents  # noqa: F401
+    from dataspace.agents.smolagents_adapter import install_problem
 
-        plan.append(("smol", "smolagents", SMOL_SCRIPTS, ["task_1"]))
-    except ImportError:
-        pytest.fail("smolagents is a development dependency and must be installed")
+    if install_problem() is not None:
+        pytest.fail(f"the set-up installs the smolagents harness: {install_problem()}")
+    plan.append(("smol", "smolagents", SMOL_SCRIPTS, ["task_1"]))
     for name, harness, scripts, tasks in plan:
         server = ScriptedServer(scripts) if scripts is not None else None
         try:

@@ -122,7 +122,14 @@ def test_the_controllers_python_is_not_visible(sandbox: LocalSandbox) -> None:
     result = sandbox.exec(["python3", "-c", "import dataspace"])
     assert result.exit_code != 0
     assert "No module named 'dataspace'" in result.stderr
-    for path in {sys.prefix, sys.base_prefix, sys.executable}:
+    import site
+
+    # the controller's environment and its packages; its base Python too, unless that is
+    # Debian's own under /usr, which the sandbox shows by design (the host's tools)
+    paths = {sys.prefix, sys.executable, *site.getsitepackages()}
+    if sys.base_prefix != "/usr":
+        paths.add(sys.base_prefix)
+    for path in paths:
         assert sandbox.exec(["test", "-e", path]).exit_code != 0, path
 
 
