@@ -116,8 +116,10 @@ def _scripts(
     # DataSpace-Agent submits a wrong answer on the last task, so the figures differ
     if harness == "dataspace-agent":
         header = _rows(rel.gold_path(tasks[-1]).read_bytes())[0]
-        wrong = ",".join(header) + "\\nnot,the,answer"
-        cmd = f"printf '{wrong}\\n' > /output/prediction.csv"
+        buf = io.StringIO()
+        csv.writer(buf, lineterminator="\n").writerows([header, ["not the answer"] * len(header)])
+        wrong = base64.b64encode(buf.getvalue().encode()).decode()
+        cmd = f"echo {wrong} | base64 -d > /output/prediction.csv"
         out[tasks[-1]] = [{"tool_calls": [bash(cmd)]}, {"tool_calls": [submit()]}]
     return out
 
