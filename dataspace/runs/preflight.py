@@ -20,7 +20,7 @@ import tempfile
 import time
 import uuid
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -149,10 +149,13 @@ def check_spec(
                 )
             )
         wire = _wire_of(agent.harness)
-        ident = (m.base_url, m.id, m.key_env, wire)
+        # a native harness may reach its wire API elsewhere (settings.upstream_base)
+        upstream = (agent.settings or {}).get("upstream_base") if wire != "chat" else None
+        probed = replace(m, base_url=str(upstream)) if upstream else m
+        ident = (probed.base_url, m.id, m.key_env, wire)
         if call_models and key_check.ok and ident not in called:
             called.add(ident)
-            add(_check_endpoint(m, where, wire=wire))
+            add(_check_endpoint(probed, where, wire=wire))
     add(_timed("sandbox", lambda: _check_sandbox(spec)))
     add(_timed("store", lambda: _check_store(spec)))
     if spec.ray_address:
