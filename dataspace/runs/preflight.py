@@ -130,6 +130,10 @@ def check_spec(
         add(_timed("release", lambda: _check_release(spec)))
     for i, agent in enumerate(spec.agents):
         add(_timed(f"agents[{i}].harness", functools.partial(_check_harness, agent)))
+        if spec.sandbox.backend == "local":  # a pod's image carries its CLI (checked there)
+            install = _check_native_install(agent, f"agents[{i}].install")
+            if install is not None:
+                add(install)
     called: set[tuple[Any, ...]] = set()
     for i, agent in enumerate(spec.agents):
         m = agent.model
@@ -193,6 +197,23 @@ def _check_release(spec: RunSpec) -> str:
 def _check_harness(agent: Any) -> str:
     check_agents(RunSpec(run_id="preflight", release="", store="", agents=(agent,)))
     return f"{agent.harness} (settings valid)"
+
+
+def _check_native_install(agent: Any, key: str) -> Check | None:
+    """A native CLI's install on this host (None for other harnesses)."""
+    from dataspace.agents.native.install import PINS, harness_state
+
+    if agent.harness not in PINS:
+        return None
+    state = harness_state(agent.harness)
+    if state.ready:
+        return Check(key=key, ok=True, message=f"{agent.harness} {state.pinned} at {state.path}")
+    return Check(
+        key=key,
+        ok=False,
+        message=f"{agent.harness} {state.pinned} is not installed ({state.problem}): "
+        f"{state.fix}; or remove agent {agent.name!r} from the spec",
+    )
 
 
 def _check_key(m: ModelSpec, where: str) -> Check:
