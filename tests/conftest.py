@@ -32,3 +32,28 @@ def demo_release(tmp_path_factory: pytest.TempPathFactory, build_cache: Path) ->
     for p in [release, *release.rglob("*")]:
         os.chmod(p, 0o755 if p.is_dir() else 0o644)
     return release
+
+
+@pytest.fixture(scope="session")
+def demo_tasks(demo_release: Path) -> tuple[str, ...]:
+    """Three demo tasks that differ: one whose answer needs a video, one of the clinical
+    corpus that needs a PDF (or any clinical one), one asked in Chinese."""
+    meta = {
+        p.stem: json.loads(p.read_text()) for p in (demo_release / "metadata").glob("task_*.json")
+    }
+    ids = sorted(meta, key=lambda t: int(t.split("_")[1]))
+    chosen: list[str] = []
+
+    def first(pred: object) -> None:
+        for t in ids:
+            if t not in chosen and pred(meta[t]):  # type: ignore[operator]
+                chosen.append(t)
+                return
+
+    first(lambda m: "video" in m.get("modalities_required", []))
+    first(lambda m: m.get("corpus") == "clinical" and "pdf" in m.get("modalities_required", []))
+    if len(chosen) < 2:
+        first(lambda m: m.get("corpus") == "clinical")
+    first(lambda m: m.get("question_language") == "zh")
+    assert len(chosen) == 3, f"the demo release has no three such tasks: {chosen}"
+    return tuple(chosen)

@@ -3,7 +3,7 @@
 A native harness (Codex, Claude Code, Grok Build) calls its model itself, over its own wire
 API. It is pointed at a ``WireRelay`` instead of the endpoint, and the relay:
 
-- accepts only the attempt's one-run token (``Authorization: Bearer`` or ``x-api-key``)
+- accepts only the attempt's one-attempt token (``Authorization: Bearer`` or ``x-api-key``)
   and replaces it with the real key, read host-side from the model's ``key_env``: the key
   never enters the sandbox;
 - refuses any model other than the attempt's own (``400``, event ``model_refused``), so no
@@ -26,8 +26,9 @@ Wire APIs (``wire``), as the official baseline's relays and configurations have 
 
 Reachability: ``serve_unix`` binds a Unix socket (the local sandbox gets it bound in and a
 loopback forwarder inside its own network namespace); ``serve_tcp`` listens on an address
-of the controller (on Kubernetes, behind a Service that a NetworkPolicy makes the sandbox
-pod's only egress, where the one-attempt token is what keeps other pods out).
+of the controller (on Kubernetes: a port of the controller pod in the range the
+NetworkPolicies open to native-harness sandbox pods alone, where the one-attempt token is
+what keeps every other pod out).
 """
 
 from __future__ import annotations
@@ -275,7 +276,7 @@ class WireRelay:
             responses, the host root for messages).
         events: the attempt's trace.
         api_key: the real key; default: read from ``model.key_env`` on the controller.
-        token: the one-run token (default: a fresh random one).
+        token: the one-attempt token (default: a fresh random one).
         normalize_finish_reasons: ``chat`` only: ``other`` -> ``stop``.
         max_images: ``messages`` only: images kept per request.
         time_left: seconds of working time left (None: unbounded); past it calls get 504.

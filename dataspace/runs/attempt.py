@@ -100,6 +100,7 @@ def run_attempt(req: AttemptRequest) -> ResultRow:
         if needs is not None and needs.relay and req.sandbox.backend == "local":
             relay_dir = workdir / "relay"
             relay_dir.mkdir(mode=0o755)
+        relay_network = needs is not None and needs.relay and req.sandbox.backend != "local"
         try:
             backend = get_backend(req.sandbox.backend, **dict(req.sandbox.options))
             sandbox = backend.create(
@@ -109,6 +110,7 @@ def run_attempt(req: AttemptRequest) -> ResultRow:
                     image=req.sandbox.image,
                     relay_dir=None if relay_dir is None else str(relay_dir),
                     runtime_binds=() if needs is None else tuple(needs.runtime_binds),
+                    relay_network=relay_network,
                     labels={
                         "run": req.run_id,
                         "agent": req.agent.name,

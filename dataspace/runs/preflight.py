@@ -22,7 +22,7 @@ import tempfile
 import time
 import uuid
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -133,6 +133,10 @@ def check_spec(
         add(_timed("release", lambda: _check_release(spec)))
     for i, agent in enumerate(spec.agents):
         add(_timed(f"agents[{i}].harness", functools.partial(_check_harness, agent)))
+        if spec.sandbox.backend == "local":  # a pod's image carries its CLI (checked there)
+            install = _check_native_install(agent, f"agents[{i}].install")
+            if install is not None:
+                add(install)
     called: set[tuple[Any, ...]] = set()
     for i, agent in enumerate(spec.agents):
         m = agent.model
@@ -152,10 +156,13 @@ def check_spec(
                 )
             )
         wire = _wire_of(agent.harness)
-        ident = (m.base_url, m.id, m.key_env, wire)
+        # a native harness may reach its wire API elsewhere (settings.upstream_base)
+        upstream = (agent.settings or {}).get("upstream_base") if wire != "chat" else None
+        probed = replace(m, base_url=str(upstream)) if upstream else m
+        ident = (probed.base_url, m.id, m.key_env, wire)
         if call_models and key_check.ok and ident not in called:
             called.add(ident)
-            add(_check_endpoint(m, where, wire=wire))
+            add(_check_endpoint(probed, where, wire=wire))
     add(_timed("sandbox", lambda: _check_sandbox(spec)))
     if spec.sandbox.backend == "local":
         root = str(spec.sandbox.options.get("runtime_root") or _runtime_root())
@@ -197,6 +204,23 @@ def _check_release(spec: RunSpec) -> str:
 def _check_harness(agent: Any) -> str:
     check_agents(RunSpec(run_id="preflight", release="", store="", agents=(agent,)))
     return f"{agent.harness} (settings valid)"
+
+
+def _check_native_install(agent: Any, key: str) -> Check | None:
+    """A native CLI's install on this host (None for other harnesses)."""
+    from dataspace.agents.native.install import PINS, harness_state
+
+    if agent.harness not in PINS:
+        return None
+    state = harness_state(agent.harness)
+    if state.ready:
+        return Check(key=key, ok=True, message=f"{agent.harness} {state.pinned} at {state.path}")
+    return Check(
+        key=key,
+        ok=False,
+        message=f"{agent.harness} {state.pinned} is not installed ({state.problem}): "
+        f"{state.fix}; or remove agent {agent.name!r} from the spec",
+    )
 
 
 def _check_key(m: ModelSpec, where: str) -> Check:

@@ -16,6 +16,12 @@ DEFAULT_NAMESPACE = "dataspace-sandboxes"
 BASE_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 UID_BASE = 200_000
 UID_SPAN = 100_000
+RELAY_PORTS = (20100, 20199)
+"""The controller ports a native harness's relay may listen on; the NetworkPolicies of
+``k8s/base/harness-relay.yaml`` allow sandbox pods labelled ``dataspace.io/native-harness``
+exactly this range of the controller pods, and nothing else. It lies outside every range
+Ray listens in (worker ports 10002-19999, the kernel's ephemeral ports from 32768), so no
+Ray port of a controller is ever reachable from a sandbox."""
 
 
 class PodFailedError(SandboxError):
@@ -75,6 +81,13 @@ class KubernetesOptions:
             place of ``RuntimeDefault``.
         python: the interpreter that runs the helper in the image.
         path: ``PATH`` of sandbox commands (the image's tools).
+        relay_address: the address sandbox pods dial to reach this controller's relays
+            (native harnesses); default ``$POD_IP`` (the downward API's ``status.podIP``,
+            set by ``k8s/base/raycluster.yaml``).
+        relay_bind: where those relays listen on the controller; default
+            ``relay_address``.
+        relay_ports: the inclusive port range the relays listen in; it must be the range
+            the NetworkPolicies allow (``k8s/base/harness-relay.yaml``).
     """
 
     namespace: str = DEFAULT_NAMESPACE
@@ -108,6 +121,9 @@ class KubernetesOptions:
     seccomp_profile: str | None = None
     python: str = "python3"
     path: str = BASE_PATH
+    relay_address: str | None = None
+    relay_bind: str | None = None
+    relay_ports: tuple[int, int] = RELAY_PORTS
 
     def __post_init__(self) -> None:
         if self.max_pending < 1 or self.max_deleting < 1:
@@ -118,6 +134,9 @@ class KubernetesOptions:
             raise ValueError(f"slots must be auto, ray or thread, got {self.slots!r}")
         if self.tmp_medium not in ("", "Memory"):
             raise ValueError(f"tmp_medium must be '' or 'Memory', got {self.tmp_medium!r}")
+        lo, hi = self.relay_ports
+        if not 0 < lo <= hi < 65536:
+            raise ValueError(f"relay_ports must be a range [low, high] of ports, got {lo}-{hi}")
         if self.workspace_volume is not None and not self.workspace_cache_dir:
             raise ValueError(
                 "workspace_volume needs workspace_cache_dir (where the "
@@ -135,7 +154,7 @@ class KubernetesOptions:
                 f"{', '.join(unknown)}; known: {', '.join(sorted(known))}"
             )
         values = dict(options)
-        for key in ("tolerations", "image_pull_secrets"):
+        for key in ("tolerations", "image_pull_secrets", "relay_ports"):
             if key in values and values[key] is not None:
                 values[key] = tuple(values[key])
         try:
@@ -163,6 +182,7 @@ __all__ = [
     "BASE_PATH",
     "DEFAULT_IMAGE",
     "DEFAULT_NAMESPACE",
+    "RELAY_PORTS",
     "UID_BASE",
     "UID_SPAN",
     "KubernetesOptions",

@@ -42,6 +42,11 @@ class SandboxSpec:
             loopback included). Used by the native harnesses; off by default.
         runtime_binds: optional ``(host path, sandbox path)`` pairs bound read-only
             (a native harness's installed CLI); off by default.
+        relay_network: the sandbox may open TCP to its controller's relay ports and
+            nothing else (the ``kubernetes`` backend, where a socket cannot cross pods:
+            the pod is labelled ``native-harness`` for the NetworkPolicy that allows
+            exactly that; ``info()["relay"]`` says where to listen and what to dial).
+            Backends that reach relays through ``relay_dir`` ignore it; off by default.
     """
 
     workspace: Path | str
@@ -51,6 +56,7 @@ class SandboxSpec:
     env: dict[str, str] = field(default_factory=dict)
     relay_dir: str | None = None
     runtime_binds: tuple[tuple[str, str], ...] = ()
+    relay_network: bool = False
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -51,6 +51,14 @@ Ray job the slots are shared by the whole cluster through one named actor
 its identity is the attempt record's ``runtime``, as with the local backend. An image
 without a readable manifest fails the sandbox (``runtime_manifest``).
 
+**Native harnesses** (``SandboxSpec.relay_network``). A Unix socket cannot cross pods, so
+the pod of a native-harness attempt is labelled ``dataspace.io/native-harness: "true"``,
+which the NetworkPolicies of ``k8s/base/harness-relay.yaml`` let open TCP to the
+controller pods' relay ports (``relay_ports``) and nothing else (no DNS, no other pod, no
+outside address); ``info()["relay"]`` tells the harness's runner where to listen
+(``relay_bind``) and what the pod dials (``relay_address``, the controller's pod IP). The
+relay accepts only the attempt's one-attempt token and holds the key: the pod never sees it.
+
 **Failures.** Waiting for Ready has a timeout whose error carries the pod's events. Image
 pull errors, evictions for node pressure, lost nodes, vanished pods and API failures past
 retries raise ``PodFailedError`` (a ``SandboxError``, so the attempt is retried as an
@@ -81,6 +89,7 @@ from dataspace.sandbox._k8s_options import (
     BASE_PATH,
     DEFAULT_IMAGE,
     DEFAULT_NAMESPACE,
+    RELAY_PORTS,
     UID_BASE,
     UID_SPAN,
     KubernetesOptions,
@@ -105,6 +114,10 @@ from dataspace.sandbox.base import OUTPUT_DIR, TMP_DIR, ExecResult, ExecStatus, 
 from dataspace.store.retry import backoff_delay
 
 logger = logging.getLogger(__name__)
+
+NATIVE_HARNESS_LABEL = "native-harness"
+"""The sandbox label (``dataspace.io/native-harness`` on the pod) that the NetworkPolicy
+``native-harness-egress-to-relay`` selects."""
 
 
 class KubernetesBackend:
@@ -192,6 +205,9 @@ class KubernetesSandbox:
         self._api = backend.api
         self.limits: Limits = spec.limits
         self.labels = dict(spec.labels)
+        self._relay = self._relay_endpoint(opts) if spec.relay_network else None
+        if self._relay is not None:
+            self.labels[NATIVE_HARNESS_LABEL] = "true"
         self.id = secrets.token_hex(6)
         self._ns = opts.namespace
         self._closed = False
@@ -266,6 +282,21 @@ class KubernetesSandbox:
     def _what(self) -> str:
         keys = ("run", "agent", "task", "attempt")
         return "/".join(self.labels[k] for k in keys if k in self.labels) or self.id
+
+    @staticmethod
+    def _relay_endpoint(opts: KubernetesOptions) -> dict[str, Any]:
+        address = opts.relay_address or os.environ.get("POD_IP")
+        if not address:
+            raise ConfigError(
+                "kubernetes sandbox backend: a native harness needs the address sandbox pods "
+                "dial to reach this controller: set sandbox.options.relay_address or $POD_IP "
+                "(the downward API's status.podIP, as k8s/base/raycluster.yaml sets it)"
+            )
+        return {
+            "bind": opts.relay_bind or address,
+            "address": address,
+            "ports": list(opts.relay_ports),
+        }
 
     def _stage_local(self, workspace: Path | str) -> CachedWorkspace:
         cache = self._backend.cache()
@@ -747,7 +778,12 @@ class KubernetesSandbox:
             "image": self.manifest["spec"]["containers"][0]["image"],
             "runtime": dict(self._runtime),
             "uid": self._uid,
-            "network": "none (NetworkPolicy)",
+            "network": (
+                "none (NetworkPolicy)"
+                if self._relay is None
+                else "relay ports of the controller only (NetworkPolicy)"
+            ),
+            **({} if self._relay is None else {"relay": dict(self._relay)}),
             "staging": {
                 "mode": "stream" if self._opts.workspace_volume is None else "volume",
                 "cache_key": ws.key,
@@ -805,6 +841,8 @@ __all__ = [
     "BASE_PATH",
     "DEFAULT_IMAGE",
     "DEFAULT_NAMESPACE",
+    "NATIVE_HARNESS_LABEL",
+    "RELAY_PORTS",
     "KubernetesBackend",
     "KubernetesOptions",
     "KubernetesSandbox",

@@ -19,6 +19,14 @@ plus the pod's volumes (read-only where the spec says so), and runs as the pod's
 elsewhere processes run directly on the host with ``DS_SANDBOX_ROOT`` pointing at the
 pod's folder (enough for the helper, not for commands that name absolute paths).
 
+With ``network`` (a ``PodNetwork``, chroot runtime only) the fake also plays the cluster
+network and its CNI: each main container gets ``lo`` and an ``eth0`` on a small network of
+its own, where the controller answers at ``PodNetwork.controller_address`` on exactly the
+ports the given NetworkPolicies allow that pod to reach it (egress of the pod's namespace
+and ingress of the controller's, both enforced); each such port is forwarded to the same
+port on the host's 127.0.0.1, where the test's controller side listens. Nothing else
+answers there and there is no route anywhere else.
+
 Scripted behaviours (``Behaviour``) reproduce what clusters do to pods: normal start,
 image pull failure, Pending for ever (unschedulable), OOM kill or node-pressure eviction
 while the n-th exec runs, activeDeadlineSeconds; ``fail_next`` makes the API answer 5xx or
@@ -44,7 +52,7 @@ import threading
 import time
 import uuid
 from collections import Counter
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
@@ -78,18 +86,139 @@ class Behaviour:
         outcome: ``run`` (normal), ``image_pull`` (ErrImagePull, then ImagePullBackOff),
             ``unschedulable`` (Pending for ever), ``oom`` or ``evict`` (the container is
             OOM-killed / the pod evicted for node pressure while exec number
-            ``on_exec`` runs), ``deadline`` (DeadlineExceeded ``after`` seconds running),
+            ``on_exec`` runs), ``deadline`` (DeadlineExceeded ``after`` seconds into exec
+            ``on_exec``),
             ``storage`` (evicted for exceeding its emptyDir limit while exec ``on_exec``
             runs).
-        on_exec: which exec into the main container triggers ``oom``, ``evict`` or
-            ``storage`` (1-based).
-        after: seconds for ``deadline``.
+        on_exec: which exec into the main container triggers ``oom``, ``evict``,
+            ``storage`` or ``deadline`` (1-based; the backend's own first exec reads the
+            runtime manifest).
+        after: seconds from the start of that exec to ``deadline``.
     """
 
     start_delay: float = 0.05
     outcome: str = "run"
     on_exec: int = 1
     after: float = 0.5
+
+
+@dataclass(frozen=True, kw_only=True)
+class PodNetwork:
+    """The cluster network as the fake's pods see it, with NetworkPolicies enforced.
+
+    Attributes:
+        policies: NetworkPolicy objects (e.g. the documents of ``k8s/base/*.yaml``).
+        controller_address: the controller pod's IP as the sandbox pods dial it.
+        controller_namespace: the controller pod's namespace.
+        controller_labels: the controller pod's labels.
+        controller_host: where the controller's listeners are on this host.
+    """
+
+    policies: tuple[Mapping[str, Any], ...]
+    controller_address: str = "10.244.0.1"
+    controller_namespace: str = "dataspace"
+    controller_labels: Mapping[str, str] = field(
+        default_factory=lambda: {"app.kubernetes.io/component": "controller"}
+    )
+    controller_host: str = "127.0.0.1"
+
+    def allowed_ports(self, namespace: str, labels: Mapping[str, str]) -> set[int]:
+        """TCP ports of the controller a pod may connect to.
+
+        Its namespace's egress rules and the controller namespace's ingress rules, both
+        as NetworkPolicies combine.
+
+        A pod no egress policy selects gets nothing: the fake models allowances only.
+        """
+        egress = self._rules("Egress", namespace, labels) or []
+        peer_ns, peer = self.controller_namespace, dict(self.controller_labels)
+        out: set[int] = set()
+        for rule in egress:
+            if _peer_matches(rule.get("to"), namespace, peer_ns, peer, self.controller_address):
+                out |= _rule_ports(rule)
+        ingress = self._rules("Ingress", peer_ns, peer)
+        if ingress is not None:
+            inbound: set[int] = set()
+            for rule in ingress:
+                if _peer_matches(rule.get("from"), peer_ns, namespace, labels, None):
+                    inbound |= _rule_ports(rule)
+            out &= inbound
+        return out
+
+    def _rules(
+        self, kind: str, namespace: str, labels: Mapping[str, str]
+    ) -> list[Mapping[str, Any]] | None:
+        """The rules of ``kind`` that apply to a pod; None when no policy isolates it."""
+        rules: list[Mapping[str, Any]] | None = None
+        key = kind.lower()
+        for pol in self.policies:
+            if pol.get("kind") != "NetworkPolicy":
+                continue
+            if (pol.get("metadata") or {}).get("namespace") != namespace:
+                continue
+            spec = pol.get("spec") or {}
+            types = spec.get("policyTypes") or (
+                ["Ingress", "Egress"] if "egress" in spec else ["Ingress"]
+            )
+            if kind not in types or not _selects(spec.get("podSelector") or {}, labels):
+                continue
+            rules = [*(rules or []), *(spec.get(key) or [])]
+        return rules
+
+
+def _selects(selector: Mapping[str, Any], labels: Mapping[str, str]) -> bool:
+    if selector.get("matchExpressions"):
+        raise ValueError("fake CNI: matchExpressions are not supported")
+    return all(labels.get(k) == v for k, v in (selector.get("matchLabels") or {}).items())
+
+
+def _peer_matches(
+    peers: Any,
+    policy_ns: str,
+    namespace: str,
+    labels: Mapping[str, str],
+    address: str | None,
+) -> bool:
+    """Whether a rule's ``to``/``from`` list selects the pod (``namespace``, ``labels``)."""
+    import ipaddress
+
+    if peers is None:
+        return True
+    for peer in peers:
+        if "ipBlock" in peer:
+            if address is None:
+                continue
+            ip = ipaddress.ip_address(address)
+            block = peer["ipBlock"]
+            if ip in ipaddress.ip_network(block["cidr"]) and not any(
+                ip in ipaddress.ip_network(x) for x in block.get("except") or []
+            ):
+                return True
+            continue
+        ns_sel, pod_sel = peer.get("namespaceSelector"), peer.get("podSelector")
+        # without a namespaceSelector, a podSelector means the policy's own namespace
+        ns_ok = (
+            _selects(ns_sel, {"kubernetes.io/metadata.name": namespace})
+            if ns_sel is not None
+            else namespace == policy_ns
+        )
+        if ns_ok and (pod_sel is None or _selects(pod_sel, labels)):
+            return True
+    return False
+
+
+def _rule_ports(rule: Mapping[str, Any]) -> set[int]:
+    ports = rule.get("ports")
+    if not ports:
+        raise ValueError("fake CNI: a rule without ports (every port) is not supported")
+    out: set[int] = set()
+    for p in ports:
+        if p.get("protocol", "TCP") != "TCP":
+            continue
+        if not isinstance(p.get("port"), int):
+            raise ValueError(f"fake CNI: named or missing port in {p}")
+        out |= set(range(p["port"], int(p.get("endPort", p["port"])) + 1))
+    return out
 
 
 @dataclass
@@ -112,6 +241,8 @@ class _Pod:
     main_execs: int = 0
     sockets: list[socket.socket] = field(default_factory=list)
     started_at: float | None = None
+    net_holder: subprocess.Popen[bytes] | None = None
+    listeners: list[socket.socket] = field(default_factory=list)
 
 
 class FakeKubernetes:
@@ -127,6 +258,8 @@ class FakeKubernetes:
             (standing in for the image's own files). None: ``/opt/dataspace`` holding
             :data:`RUNTIME_MANIFEST` as ``runtime-manifest.json``, as the runtime image
             does; ``{}``: an image without a runtime manifest.
+        network: the cluster network and NetworkPolicies (see ``PodNetwork``); None: pods
+            have no network at all.
     """
 
     def __init__(
@@ -137,8 +270,12 @@ class FakeKubernetes:
         page_size: int = 100,
         image_binds: tuple[str, ...] = (),
         image_folders: dict[str, Path] | None = None,
+        network: PodNetwork | None = None,
     ) -> None:
         self.runtime = _pick_runtime(runtime)
+        if network is not None and self.runtime != "chroot":
+            raise RuntimeError("the fake's pod network needs the chroot runtime (root, unshare)")
+        self.network = network
         self.claims = {k: Path(v) for k, v in (claims or {}).items()}
         self.page_size = page_size
         self.image_binds = tuple(image_binds)
@@ -415,13 +552,6 @@ class FakeKubernetes:
             ]
             self._add_event(ns, name, "Started", "Started container sandbox")
             self._changed(pod)
-        if b.outcome == "deadline" and self._sleep(pod, b.after):
-            self._terminate(
-                pod,
-                "DeadlineExceeded",
-                "Pod was active on the node longer than the specified deadline",
-                container_reason="Error",
-            )
 
     def _deadline_timer(self, pod: _Pod) -> None:
         seconds = pod.obj["spec"].get("activeDeadlineSeconds")
@@ -485,6 +615,11 @@ class FakeKubernetes:
     def _kill(self, pod: _Pod) -> None:
         for proc in [*pod.procs.values(), *pod.execs]:
             _kill_group(proc)
+        for lsock in pod.listeners:
+            with contextlib.suppress(OSError):
+                lsock.close()
+        if pod.net_holder is not None:
+            _kill_group(pod.net_holder)
         for sock in pod.sockets:
             with contextlib.suppress(OSError):
                 sock.shutdown(socket.SHUT_RDWR)
@@ -640,7 +775,107 @@ class FakeKubernetes:
             ns_pid = _container_init(proc, pod.root / "rootfs")
             if ns_pid is not None:
                 pod.ns_pids[container["name"]] = ns_pid
+                main = pod.obj["spec"]["containers"][0]["name"]
+                if self.network is not None and container["name"] == main:
+                    self._wire_network(pod, ns_pid)
         return proc
+
+    # ---- internals: the pod network (the CNI) ------------------------------------------
+
+    def _wire_network(self, pod: _Pod, ns_pid: int) -> None:
+        """Bring ``lo`` up; with allowed ports, link the pod to a network of its own.
+
+        There the controller's address forwards exactly those ports to the host's
+        listeners.
+        """
+        net = self.network
+        assert net is not None
+        meta = pod.obj["metadata"]
+        ports = net.allowed_ports(meta["namespace"], meta.get("labels") or {})
+        _in_netns(ns_pid, ["ip", "link", "set", "lo", "up"])
+        if not ports:
+            return
+        holder = subprocess.Popen(
+            ["unshare", "--net", "--", "sleep", "infinity"], start_new_session=True
+        )
+        pod.net_holder = holder
+        own = os.readlink("/proc/self/ns/net")
+        end = time.monotonic() + 10.0
+        while os.readlink(f"/proc/{holder.pid}/ns/net") == own:
+            if time.monotonic() > end or holder.poll() is not None:
+                raise RuntimeError("fake CNI: the pod network's namespace did not start")
+            time.sleep(0.005)
+        ctl, pod_ip = net.controller_address, _pod_address(net.controller_address)
+        _in_netns(
+            holder.pid,
+            [
+                "ip",
+                "link",
+                "add",
+                "eth0",
+                "type",
+                "veth",
+                "peer",
+                "name",
+                "eth0",
+                "netns",
+                str(ns_pid),
+            ],
+        )
+        _in_netns(holder.pid, ["ip", "addr", "add", f"{ctl}/24", "dev", "eth0"])
+        _in_netns(holder.pid, ["ip", "link", "set", "eth0", "up"])
+        _in_netns(ns_pid, ["ip", "addr", "add", f"{pod_ip}/24", "dev", "eth0"])
+        _in_netns(ns_pid, ["ip", "link", "set", "eth0", "up"])
+        made: list[socket.socket] = []
+
+        def bind_all() -> None:  # in a thread of its own: setns changes only that thread
+            import ctypes
+
+            libc = ctypes.CDLL(None, use_errno=True)
+            fd = os.open(f"/proc/{holder.pid}/ns/net", os.O_RDONLY)
+            try:
+                if libc.setns(fd, 0x40000000) != 0:  # CLONE_NEWNET
+                    raise OSError(ctypes.get_errno(), "setns")
+            finally:
+                os.close(fd)
+            for port in sorted(ports):
+                lsock = socket.socket()
+                lsock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+                lsock.bind((ctl, port))
+                lsock.listen(64)
+                made.append(lsock)
+
+        t = threading.Thread(target=bind_all, name="fake-cni-bind")
+        t.start()
+        t.join()
+        pod.listeners.extend(made)
+        threading.Thread(
+            target=self._forward_loop, args=(pod, list(made)), name="fake-cni", daemon=True
+        ).start()
+
+    def _forward_loop(self, pod: _Pod, listeners: list[socket.socket]) -> None:
+        net = self.network
+        assert net is not None
+        sel = selectors.DefaultSelector()
+        for lsock in listeners:
+            sel.register(lsock, selectors.EVENT_READ)
+        while self._alive(pod):
+            try:
+                ready = sel.select(timeout=0.2)
+            except (OSError, ValueError):
+                return
+            for key, _ in ready:
+                ready_sock = key.fileobj
+                if not isinstance(ready_sock, socket.socket):
+                    continue
+                try:
+                    conn, _ = ready_sock.accept()
+                except OSError:
+                    continue
+                port = ready_sock.getsockname()[1]
+                threading.Thread(
+                    target=_splice, args=(conn, (net.controller_host, port)), daemon=True
+                ).start()
 
     def _exec(self, handler: _Handler, ns: str, name: str, query: dict[str, list[str]]) -> None:
         argv = query.get("command") or []
@@ -673,7 +908,7 @@ class FakeKubernetes:
             trigger = None
             if cname == spec["containers"][0]["name"]:
                 pod.main_execs += 1
-                if pod.behaviour.outcome in ("oom", "evict", "storage") and (
+                if pod.behaviour.outcome in ("oom", "evict", "storage", "deadline") and (
                     pod.main_execs == pod.behaviour.on_exec
                 ):
                     trigger = pod.behaviour.outcome
@@ -698,6 +933,16 @@ class FakeKubernetes:
         return None
 
     def _trigger(self, pod: _Pod, what: str) -> None:
+        if what == "deadline":
+            # counted from the exec's start, so a slow host cannot fire it earlier
+            if self._sleep(pod, pod.behaviour.after):
+                self._terminate(
+                    pod,
+                    "DeadlineExceeded",
+                    "Pod was active on the node longer than the specified deadline",
+                    container_reason="Error",
+                )
+            return
         time.sleep(0.2)
         if what == "oom":
             self._terminate(pod, "", "", container_reason="OOMKilled")
@@ -1020,6 +1265,44 @@ def _read_frame(rfile: Any) -> tuple[int | None, bytes]:
 # ---- small helpers --------------------------------------------------------------------------
 
 
+def _in_netns(pid: int, argv: list[str]) -> None:
+    subprocess.run(["nsenter", "-t", str(pid), "-n", "--", *argv], check=True, capture_output=True)
+
+
+def _pod_address(controller: str) -> str:
+    """The pod's own address on its small network (the controller's, plus one)."""
+    import ipaddress
+
+    return str(ipaddress.ip_address(controller) + 1)
+
+
+def _splice(conn: socket.socket, target: tuple[str, int]) -> None:
+    """Forward one accepted connection to ``target`` (a refused target closes it)."""
+    try:
+        up = socket.create_connection(target, timeout=10)
+    except OSError:
+        conn.close()
+        return
+    up.settimeout(None)
+
+    def pump(src: socket.socket, dst: socket.socket) -> None:
+        try:
+            while data := src.recv(65536):
+                dst.sendall(data)
+        except OSError:
+            pass
+        finally:
+            with contextlib.suppress(OSError):
+                dst.shutdown(socket.SHUT_WR)
+
+    back = threading.Thread(target=pump, args=(up, conn), daemon=True)
+    back.start()
+    pump(conn, up)
+    back.join()
+    conn.close()
+    up.close()
+
+
 def _pick_runtime(runtime: str) -> str:
     if runtime not in ("auto", "chroot", "host"):
         raise ValueError(f"runtime must be auto, chroot or host, got {runtime!r}")
@@ -1165,6 +1448,7 @@ __all__ = [
     "RUNTIME_MANIFEST",
     "Behaviour",
     "FakeKubernetes",
+    "PodNetwork",
     "chroot_runtime_available",
     "fake_kubernetes",
 ]

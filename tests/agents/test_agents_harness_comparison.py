@@ -1,10 +1,15 @@
-"""The paper's harness comparison: its example spec, and a real run producing the report.
+"""The paper's harness comparison: its example spec, and a real run over the demo release.
 
 The run goes through the controller on a local Ray instance with every installed harness
-(DataSpace-Agent and smolagents on Chat Completions, Codex on the Responses API, Claude
-Code on the Messages API, Grok Build when the user installed it), all with the same model
-id, each against its wire API's scripted server, over a three-task release; then
-``build_report`` writes the section comparing the harnesses with the backbone fixed.
+(DataSpace-Agent and smolagents on Chat Completions, the real Codex on the Responses API,
+the real Claude Code on the Messages API, Grok Build when the user installed it), all with
+the same model id, each against its wire API's scripted server, over three tasks of the
+bundled demo release (built once a session, ``tests/conftest.py``); then ``build_report``
+writes the section comparing the harnesses with the backbone fixed, whose figures are
+checked against the results rows. The Codex and Claude Code attempts are the acceptance
+of the native CLIs on the demo release: each starts with a probe the CLI itself runs in
+the sandbox (the key searched for in every environment and file, a listener on the host's
+127.0.0.1, a write to the workspace).
 """
 
 from __future__ import annotations
@@ -12,8 +17,13 @@ from __future__ import annotations
 import base64
 import csv
 import io
+import json
 import os
 import re
+import socket
+import threading
+from collections import Counter
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -25,7 +35,6 @@ from dataspace.agents.native.install import PINS, harness_state
 from dataspace.errors import ConfigError
 from dataspace.release import Release
 from dataspace.runs.spec import load_spec, parse_spec
-from dataspace.testing.releases import write_tiny_release
 from dataspace.testing.scripted_server import ScriptedServer
 from dataspace.testing.scripted_wire import ScriptedMessagesServer, ScriptedResponsesServer
 
@@ -56,14 +65,35 @@ def test_the_filled_in_example_is_the_papers_setup(tmp_path):
     check_agents(spec)
 
 
+HALF = len(SECRET) // 2
+NATIVE = ("codex", "claude-code")
+PROBE_OK = "PROBE key_hits=0 host_net=refused workspace=readonly"
+
+
 def _rows(gold: bytes) -> list[list[str]]:
     return list(csv.reader(io.StringIO(gold.decode())))
 
 
-def _scripts(release: Path, harness: str) -> dict[str, list[dict[str, Any]]]:
+def _probe(port: int) -> str:
+    """The probe command (the key is assembled from halves: it never appears in a script)."""
+    return (
+        f"A='{SECRET[:HALF]}'; B='{SECRET[HALF:]}'; k=\"$A$B\"; "
+        "n1=$( (env; cat /proc/[0-9]*/environ | tr '\\0' '\\n') 2>/dev/null | grep -cF \"$k\"); "
+        'n2=$(grep -rlF "$k" /output /tmp /run /workspace 2>/dev/null | wc -l); '
+        'net=$(python3 -c "import socket; s=socket.socket(); s.settimeout(5)\n'
+        "try:\n    s.connect(('127.0.0.1', " + str(port) + "))\n    print('open')\n"
+        "except OSError:\n    print('refused')\"); "
+        "ws=$( (echo x > /workspace/probe) 2>/dev/null && echo writable || echo readonly); "
+        'echo "PROBE key_hits=$((n1 + n2)) host_net=$net workspace=$ws"'
+    )
+
+
+def _scripts(
+    release: Path, tasks: tuple[str, ...], harness: str, port: int
+) -> dict[str, list[dict[str, Any]]]:
     rel = Release(release)
     out = {}
-    for t in rel.task_ids():
+    for t in tasks:
         gold = rel.gold_path(t).read_bytes()
         enc = base64.b64encode(gold).decode()
         write = f"echo {enc} | base64 -d > /output/prediction.csv"
@@ -78,10 +108,19 @@ def _scripts(release: Path, harness: str) -> dict[str, list[dict[str, Any]]]:
             )
             out[t] = [{"content": code}]
         else:
-            out[t] = [{"shell": "ls /workspace"}, {"shell": write}, {"content": "done"}]
-    # one task left without an answer, so the end states differ
-    if harness in ("codex", "claude-code"):
-        out["task_3"] = [{"content": "I could not find it."}]
+            out[t] = [
+                {"shell": _probe(port)},
+                {"shell": f"{write} && head -3 /output/prediction.csv"},
+                {"content": "prediction.csv is written."},
+            ]
+    # DataSpace-Agent submits a wrong answer on the last task, so the figures differ
+    if harness == "dataspace-agent":
+        header = _rows(rel.gold_path(tasks[-1]).read_bytes())[0]
+        buf = io.StringIO()
+        csv.writer(buf, lineterminator="\n").writerows([header, ["not the answer"] * len(header)])
+        wrong = base64.b64encode(buf.getvalue().encode()).decode()
+        cmd = f"echo {wrong} | base64 -d > /output/prediction.csv"
+        out[tasks[-1]] = [{"tool_calls": [bash(cmd)]}, {"tool_calls": [submit()]}]
     return out
 
 
@@ -97,30 +136,71 @@ def ray_here():
         ray.shutdown()
 
 
-@pytest.mark.sandbox
-@pytest.mark.llm
-@pytest.mark.ray
-@pytest.mark.slow
-@pytest.mark.integration
-def test_harness_comparison_run_produces_the_report_section(local_backend, ray_here, tmp_path):
-    pytest.importorskip("smolagents", reason="smolagents is not installed")
+@pytest.fixture(scope="module")
+def host_listener() -> Iterator[dict[str, Any]]:
+    """A TCP listener on the host's 127.0.0.1 that counts the connections it accepts."""
+    srv = socket.socket()
+    srv.bind(("127.0.0.1", 0))
+    srv.listen(8)
+    srv.settimeout(0.2)
+    seen: dict[str, Any] = {"port": srv.getsockname()[1], "accepted": 0}
+    stop = threading.Event()
+
+    def loop() -> None:
+        while not stop.is_set():
+            try:
+                conn, _ = srv.accept()
+            except OSError:
+                continue
+            seen["accepted"] += 1
+            conn.close()
+
+    t = threading.Thread(target=loop, daemon=True)
+    t.start()
+    yield seen
+    stop.set()
+    t.join(timeout=5)
+    srv.close()
+
+
+def _installed() -> list[str]:
+    """The harnesses of the comparison: every one but a native CLI that is not installed
+    (the set-up installs smolagents, Codex and Claude Code; Grok Build is the user's)."""
+    return [h for h in HARNESSES if h not in PINS or harness_state(h).ready]
+
+
+@pytest.fixture(scope="module")
+def comparison(
+    local_backend: Any,
+    ray_here: Any,
+    demo_release: Path,
+    demo_tasks: tuple[str, ...],
+    host_listener: dict[str, Any],
+    tmp_path_factory: pytest.TempPathFactory,
+) -> dict[str, Any]:
+    """One comparison run over three demo tasks, and its report."""
     from dataspace.report.build import build_report
     from dataspace.runs.controller import execute_run
 
-    release = write_tiny_release(tmp_path / "release")
-    for p in [release, *release.rglob("*")]:
-        os.chmod(p, 0o755 if p.is_dir() else 0o644)
-    installed = [h for h in HARNESSES if h not in PINS or harness_state(h).ready]
+    installed = _installed()
+    if not set(NATIVE) <= set(installed):
+        pytest.skip(f"Codex and Claude Code are not both installed (installed: {installed})")
     kinds = {"codex": ScriptedResponsesServer, "claude-code": ScriptedMessagesServer}
+    port = host_listener["port"]
     # the scripts are per task id, so each harness gets its own server of its wire API
-    per = {h: kinds.get(h, ScriptedServer)(_scripts(release, h)) for h in installed}
+    per = {
+        h: kinds.get(h, ScriptedServer)(_scripts(demo_release, demo_tasks, h, port))
+        for h in installed
+    }
     for srv in per.values():
         srv.start()
+    store = tmp_path_factory.mktemp("comparison") / "store"
     try:
         obj = {
             "run_id": "harnesses",
-            "release": str(release),
-            "store": str(tmp_path / "store"),
+            "release": str(demo_release),
+            "store": str(store),
+            "tasks": list(demo_tasks),
             "agents": [
                 {
                     "name": h,
@@ -147,31 +227,132 @@ def test_harness_comparison_run_produces_the_report_section(local_backend, ray_h
     finally:
         for srv in per.values():
             srv.stop()
-    rows = outcome.rows
-    by = {(r["agent"], r["task_id"]): r for r in rows}
+    report = build_report([str(store / "runs" / "harnesses")], traces="none")
+    return {
+        "installed": installed,
+        "tasks": demo_tasks,
+        "servers": per,
+        "rows": outcome.rows,
+        "store": store,
+        "report": report,
+    }
+
+
+def run_marks(test: Any) -> Any:
+    """The marks of the tests that read the comparison run."""
+    for mark in (
+        pytest.mark.sandbox,
+        pytest.mark.llm,
+        pytest.mark.ray,
+        pytest.mark.slow,
+        pytest.mark.integration,
+        pytest.mark.timeout(1800),  # the first user of the demo release builds it
+    ):
+        test = mark(test)
+    return test
+
+
+@run_marks
+@pytest.mark.parametrize("harness", NATIVE)
+def test_the_real_cli_solves_three_demo_tasks(
+    comparison: dict[str, Any], harness: str, host_listener: dict[str, Any]
+) -> None:
+    """The pinned Codex and Claude Code binaries, in the local sandbox, score correct on
+    three demo tasks; the probe each CLI ran shows no key, no host network, no workspace
+    write; the relay's token sums equal what the scripted server reported."""
+    srv = comparison["servers"][harness]
+    by = {r["task_id"]: r for r in comparison["rows"] if r["agent"] == harness}
+    assert set(by) == set(comparison["tasks"])
+    for t, row in by.items():
+        assert (row["status"], row["passed"]) == ("submitted", True), row
+        rep = srv.totals(t)
+        assert rep.replies == 3
+        assert (
+            row["input_tokens"],
+            row["cached_input_tokens"],
+            row["output_tokens"],
+            row["reasoning_tokens"],
+        ) == (rep.prompt_tokens, rep.cached_tokens, rep.completion_tokens, rep.reasoning_tokens)
+        assert row["model_calls"] == 3 and row["tool_actions"] == 2
+        adir = comparison["store"] / "runs" / "harnesses" / "attempts" / harness / t / "1"
+        trace = (adir / "events.jsonl").read_text()
+        assert SECRET not in trace and SECRET not in (adir / "run.json").read_text()
+        assert PROBE_OK in trace, t
+        events = [json.loads(line) for line in trace.splitlines()]
+        start = next(e for e in events if e["type"] == "agent_start")
+        assert start["version"] == PINS[harness].version
+        assert start["harness_config"]["boundary"] == "dataspace sandbox"
+        calls = [e for e in events if e["type"] == "model_call"]
+        assert len(calls) == 3 and all(c["model"] == "backbone-model" for c in calls)
+        assert all(c["raw"] for c in calls)  # the raw stream is the trace
+    assert host_listener["accepted"] == 0
+    # every call reached the endpoint with the real key (added host-side) and only the
+    # backbone's name, and no web tool was ever offered to the model
+    for req in srv.requests:
+        low = {k.lower(): v for k, v in req.headers.items()}
+        assert SECRET in (low.get("authorization", "") + low.get("x-api-key", ""))
+        assert req.body["model"] == "backbone-model"
+        names = {str(t.get("name") or t.get("type")) for t in req.body.get("tools") or []}
+        assert not names & {"web_search", "web_search_preview", "WebSearch", "WebFetch"}, names
+
+
+@run_marks
+def test_the_harness_section_is_the_results_rows(comparison: dict[str, Any]) -> None:
+    """Each figure of the section equals what the results rows give, harness by harness."""
+    import pandas as pd
+
+    rows = comparison["rows"]
+    installed = comparison["installed"]
+    results = pd.read_parquet(comparison["store"] / "runs" / "harnesses" / "results.parquet")
+    assert len(results) == len(rows) == len(installed) * 3  # no attempt lost or counted twice
+    table = comparison["report"].data["harnesses"]
+    assert set(table["harness"]) == set(installed) and set(table["model"]) == {"backbone-model"}
+    md = Path(comparison["report"].markdown.removeprefix("file://")).read_text()
+    section = md.split("## Harnesses with the backbone fixed", 1)[1].split("\n## ", 1)[0]
     for h in installed:
-        for t in ("task_1", "task_2"):
-            assert by[(h, t)]["status"] == "submitted" and by[(h, t)]["passed"], by[(h, t)]
-        tasks = ("task_1", "task_2", "task_3")
-        tokens = sum(by[(h, t)]["input_tokens"] for t in tasks)
-        # the tasks' scripts only: preflight's one probe call names no task
-        assert tokens == sum(per[h].totals(t).prompt_tokens for t in tasks)
-    for h in ("codex", "claude-code"):
-        if h in installed:
-            assert by[(h, "task_3")]["status"] == "no_prediction"
-    report = build_report([str(tmp_path / "store" / "runs" / "harnesses")], traces="none")
-    md = Path(report.markdown.removeprefix("file://")).read_text()
-    assert "## Harnesses with the backbone fixed" in md
-    table = report.data["harnesses"]
-    assert list(table["harness"]) and set(table["harness"]) == set(installed)
-    assert set(table["model"]) == {"backbone-model"}
-    states = dict(zip(table["harness"], table["end_states"], strict=True))
-    if "codex" in installed:
-        assert states["codex"] == "submitted 2, no_prediction 1"
-    assert states["dataspace-agent"] == "submitted 3"
+        mine = [r for r in rows if r["agent"] == h]
+        got = table[table["harness"] == h].iloc[0]
+        correct = sum(1 for r in mine if r["passed"] is True)
+        scored = sum(1 for r in mine if r["passed"] is not None)
+        assert (int(got["correct"]), int(got["scored"])) == (correct, scored)
+        assert got["accuracy_pct"] == pytest.approx(100.0 * correct / scored)
+        for kind in ("input", "cached_input", "output", "reasoning"):
+            mean = sum(r[f"{kind}_tokens"] for r in mine) / len(mine)
+            assert got[f"{kind}_tokens_mean"] == pytest.approx(mean), (h, kind)
+        assert got["cost_per_task_usd"] == pytest.approx(sum(r["cost_usd"] for r in mine) / 3)
+        assert got["latency_mean_s"] == pytest.approx(sum(r["wall_seconds"] for r in mine) / 3)
+        states = Counter(r["status"] for r in mine)
+        want = ", ".join(
+            f"{k} {v}" for k, v in sorted(states.items(), key=lambda kv: (-kv[1], kv[0]))
+        )
+        assert got["end_states"] == want
+        line = next(ln for ln in section.splitlines() if f"| {h} " in ln)
+        assert f"{100.0 * correct / scored:.2f}" in line and want in line, line
+        # tokens as the scripted servers reported them (preflight's probe names no task)
+        srv = comparison["servers"][h]
+        assert sum(r["input_tokens"] for r in mine) == sum(
+            srv.totals(t).prompt_tokens for t in comparison["tasks"]
+        )
     acc = dict(zip(table["harness"], table["accuracy_pct"], strict=True))
-    assert acc["dataspace-agent"] == 100.0
-    if "claude-code" in installed:
-        assert acc["claude-code"] == pytest.approx(200 / 3)
-    html = Path(report.html.removeprefix("file://")).read_text()
+    assert acc["dataspace-agent"] == pytest.approx(200 / 3)  # the one wrong answer
+    assert all(acc[h] == 100.0 for h in NATIVE)
+    html = Path(comparison["report"].html.removeprefix("file://")).read_text()
     assert 'id="harnesses"' in html
+
+
+@run_marks
+def test_smolagents_and_dataspace_agent_run_in_the_comparison(comparison: dict[str, Any]) -> None:
+    """smolagents (from its own install) solves the three tasks; DataSpace-Agent the two
+    it is scripted to."""
+    from dataspace.agents.smolagents_adapter import install_problem
+
+    assert install_problem() is None, install_problem()
+    rows = comparison["rows"]
+    smol = {r["task_id"]: r for r in rows if r["agent"] == "smolagents"}
+    assert len(smol) == 3
+    for r in smol.values():
+        assert (r["status"], r["passed"]) == ("submitted", True), (r["task_id"], r.get("error"))
+    agent = {r["task_id"]: r for r in rows if r["agent"] == "dataspace-agent"}
+    last = comparison["tasks"][-1]
+    assert [agent[t]["passed"] for t in comparison["tasks"]] == [True, True, False]
+    assert agent[last]["status"] == "submitted"

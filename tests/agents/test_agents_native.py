@@ -6,11 +6,12 @@ the harness itself runs inside the sandbox: it looks for the real key in every p
 environment and in every file the sandbox can see (the harness's home and logs included),
 tries to reach a listener on the host's 127.0.0.1 and to write to the workspace, and
 prints what it found; the probe's output comes back through the harness's own trace.
+(Three demo tasks solved by each CLI through the whole run path are in
+``test_agents_harness_comparison.py``.)
 """
 
 from __future__ import annotations
 
-import base64
 import json
 import socket
 import threading
@@ -24,9 +25,8 @@ from agents_helpers import KEY_ENV, PRICES, SECRET
 
 from dataspace.agents import AgentContext, AgentLimits, EventLog, get_agent
 from dataspace.agents.native.install import harness_state
-from dataspace.release import Release, TaskInput
-from dataspace.runs.spec import ModelSpec, parse_spec
-from dataspace.testing.releases import write_tiny_release
+from dataspace.release import TaskInput
+from dataspace.runs.spec import ModelSpec
 from dataspace.testing.scripted_wire import ScriptedMessagesServer, ScriptedResponsesServer
 
 pytestmark = [pytest.mark.sandbox, pytest.mark.llm, pytest.mark.integration, pytest.mark.slow]
@@ -89,118 +89,8 @@ def probe(port: int) -> str:
     )
 
 
-def solving_script(gold: bytes, port: int) -> list[dict[str, Any]]:
-    encoded = base64.b64encode(gold).decode()
-    return [
-        {"shell": probe(port)},
-        {"shell": f"echo {encoded} | base64 -d > /output/prediction.csv && head -3 {PRED}"},
-        {"content": "prediction.csv is written and verified."},
-    ]
-
-
-@pytest.fixture(scope="module")
-def release(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    import os
-
-    dest = write_tiny_release(tmp_path_factory.mktemp("native-release") / "release")
-    for p in [dest, *dest.rglob("*")]:
-        os.chmod(p, 0o755 if p.is_dir() else 0o644)
-    return dest
-
-
-def _spec(release: Path, store: Path, harness: str, url: str, wall: float = 240) -> Any:
-    obj = {
-        "run_id": f"native-{harness}",
-        "release": str(release),
-        "store": str(store),
-        "agents": [
-            {
-                "name": harness,
-                "harness": harness,
-                "model": {
-                    "id": "backbone-model",
-                    "base_url": url,
-                    "key_env": KEY_ENV,
-                    "prices": {"input": 2.0, "cached_input": 0.5, "output": 8.0},
-                },
-            }
-        ],
-        "limits": {"wall_seconds": wall, "command_timeout": wall},
-        "sandbox": {"backend": "local", "cpus": 2, "memory": "4GiB", "pids": 512},
-        "concurrency": 1,
-    }
-    return parse_spec(obj, source="test")
-
-
-def _attempt(spec: Any, task_id: str) -> dict[str, Any]:
-    from dataspace.runs.attempt import AttemptRequest, run_attempt
-
-    return run_attempt(
-        AttemptRequest(
-            run_id=spec.run_id,
-            store_uri=spec.store,
-            release_root=spec.release,
-            agent=spec.agents[0],
-            task_id=task_id,
-            attempt=1,
-            key=f"k-{task_id}",
-            limits=spec.limits,
-            sandbox=spec.sandbox,
-            submitted_at=time.time(),
-        )
-    )
-
-
-def _stored(store: Path, spec: Any, task_id: str) -> Path:
-    return store / "runs" / spec.run_id / "attempts" / spec.agents[0].name / task_id / "1"
-
-
 def _events(path: Path) -> list[dict[str, Any]]:
     return [json.loads(line) for line in path.read_text().splitlines()]
-
-
-def test_native_cli_solves_three_tasks(harness, release, local_backend, tmp_path, host_listener):
-    rel = Release(release)
-    tasks = ["task_1", "task_2", "task_3"]
-    scripts = {
-        t: solving_script(rel.gold_path(t).read_bytes(), host_listener["port"]) for t in tasks
-    }
-    store = tmp_path / "store"
-    with SERVERS[harness](scripts) as srv:
-        spec = _spec(release, store, harness, srv.url)
-        rows = [_attempt(spec, t) for t in tasks]
-    for row in rows:
-        t = row["task_id"]
-        assert row["status"] == "submitted" and row["passed"] is True, row
-        rep = srv.totals(t)
-        assert rep.replies == 3
-        assert (
-            row["input_tokens"],
-            row["cached_input_tokens"],
-            row["output_tokens"],
-            row["reasoning_tokens"],
-        ) == (rep.prompt_tokens, rep.cached_tokens, rep.completion_tokens, rep.reasoning_tokens)
-        assert row["model_calls"] == 3 and row["tool_actions"] == 2
-        stored = _stored(store, spec, t)
-        trace = (stored / "events.jsonl").read_text()
-        assert SECRET not in trace and SECRET not in (stored / "run.json").read_text()
-        assert "PROBE key_hits=0 host_net=refused workspace=readonly" in trace, t
-        events = _events(stored / "events.jsonl")
-        start = next(e for e in events if e["type"] == "agent_start")
-        assert start["version"] == harness_state(harness).pinned
-        assert start["harness_config"]["boundary"] == "dataspace sandbox"
-        calls = [e for e in events if e["type"] == "model_call"]
-        assert len(calls) == 3 and all(c["model"] == "backbone-model" for c in calls)
-        assert all(c["raw"] for c in calls)  # the raw stream is the trace
-    assert host_listener["accepted"] == 0
-    # every request reached the endpoint with the real key and only the backbone's name,
-    # and no web tool was ever offered to the model
-    for req in srv.requests:
-        low = {k.lower(): v for k, v in req.headers.items()}
-        assert SECRET in (low.get("authorization", "") + low.get("x-api-key", ""))
-        assert req.body["model"] == "backbone-model"
-        names = {str(t.get("name") or t.get("type")) for t in req.body.get("tools") or []}
-        assert not names & {"web_search", "web_search_preview", "WebSearch", "WebFetch"}, names
 
 
 def _run_direct(

@@ -93,3 +93,48 @@ def test_npm_install_of_codex_and_claude_code(tmp_path):
     assert res.stdout.splitlines() == ["codex 0.145.0: ready", "claude-code 2.1.217: ready"]
     again = _cli("codex", "--check", root=tmp_path)
     assert again.returncode == 0 and again.stdout.strip() == "codex 0.145.0: ready"
+
+
+def test_preflight_names_a_missing_cli_and_probes_the_upstream_base(tmp_path, monkeypatch):
+    """Guards two preflight facts of native harnesses on the local backend: a CLI that is
+    not installed stops the run with the fix (not a column of runtime errors), and the
+    probe call goes where ``settings.upstream_base`` sends the harness's wire API."""
+    from dataspace.runs.preflight import check_spec
+    from dataspace.runs.spec import parse_spec
+    from dataspace.testing.scripted_wire import ScriptedResponsesServer
+
+    monkeypatch.setenv("DATASPACE_TEST_MODEL_KEY", "sk-preflight-test")
+    monkeypatch.setenv("DATASPACE_HARNESS_ROOT", str(tmp_path / "no-harnesses"))
+    with ScriptedResponsesServer({"*": []}) as responses:
+        url = responses.url
+        model = {
+            "id": "backbone-model",
+            "base_url": "http://127.0.0.1:9/v1",  # nothing listens: only upstream_base works
+            "key_env": "DATASPACE_TEST_MODEL_KEY",
+        }
+        spec = parse_spec(
+            {
+                "run_id": "pf",
+                "release": str(tmp_path),
+                "store": str(tmp_path / "store"),
+                "agents": [
+                    {
+                        "name": "codex",
+                        "harness": "codex",
+                        "model": model,
+                        "settings": {"upstream_base": url},
+                    }
+                ],
+                "sandbox": {"backend": "local"},
+            },
+            source="test",
+        )
+        report = check_spec(spec, check_release=False)
+    by = {c.key: c for c in report.checks}
+    install = by["agents[0].install"]
+    assert not install.ok
+    assert "codex 0.145.0 is not installed" in install.message
+    assert "remove agent 'codex' from the spec" in install.message
+    probe = by["agents[0].model.base_url/id"]
+    assert probe.ok, probe.message
+    assert url in probe.message

@@ -122,7 +122,7 @@ def test_eviction_for_its_own_storage_limit_is_a_resource_limit(
 def test_active_deadline_ends_commands_with_status_deadline(
     fake: FakeKubernetes, workspace: Path, tmp_path: Path
 ) -> None:
-    fake.behaviour = Behaviour(outcome="deadline", after=0.3)
+    fake.behaviour = Behaviour(outcome="deadline", on_exec=2, after=0.3)
     sandbox = make_backend(fake, tmp_path).create(spec(workspace))
     result = sandbox.exec("sleep 5")
     assert result.status == "deadline"

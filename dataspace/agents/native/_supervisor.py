@@ -4,17 +4,22 @@ Run inside the sandbox as ``python3 -I -S _supervisor.py CONFIG.json`` (standard
 only). It
 
 1. listens on ``127.0.0.1:<port>`` of the sandbox's own network namespace and forwards
-   each connection to the relay's Unix socket bound into the sandbox (the only thing that
-   answers there: the sandbox has no route to anywhere else);
+   each connection to the relay: its Unix socket bound into the sandbox (``socket``; the
+   local backend, where the sandbox has no route to anywhere else), or its TCP port on
+   the controller (``connect``: ``[host, port]``; the kubernetes backend, where the pod's
+   NetworkPolicy allows that and nothing else);
 2. starts the CLI in its own session and process group, stdout and stderr to files;
 3. at the wall deadline (or on SIGTERM: the run was stopped) sends SIGTERM to the process
    group, then SIGKILL after the grace period; after the CLI exits, whatever is left in
-   its group, or escaped it, is killed (``kill(-1)`` inside the sandbox's PID namespace);
+   its group, or escaped it, is killed: with ``sweep: all`` (the local sandbox, where
+   nothing else of this user runs) ``kill(-1)`` inside the sandbox's PID namespace; with
+   ``sweep: new`` (a pod, whose own init and exec helper run as the same user) every
+   process that did not exist when the supervisor started;
 4. writes ``status`` as JSON: ``exit_code``, ``timed_out``, ``stopped``, ``signal`` sent,
    ``seconds``.
 
-Config keys: ``socket``, ``port``, ``argv``, ``env``, ``cwd``, ``wall_seconds``,
-``grace_seconds``, ``stdout``, ``stderr``, ``status``, ``pid_file``.
+Config keys: ``socket`` or ``connect``, ``port``, ``sweep``, ``argv``, ``env``, ``cwd``,
+``wall_seconds``, ``grace_seconds``, ``stdout``, ``stderr``, ``status``, ``pid_file``.
 """
 
 import contextlib
@@ -42,10 +47,15 @@ def pump(src, dst):
             dst.shutdown(socket.SHUT_WR)
 
 
-def forward(conn, path):
+def forward(conn, target):
     try:
-        upstream = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-        upstream.connect(path)
+        if isinstance(target, str):
+            upstream = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+            upstream.connect(target)
+        else:
+            upstream = socket.create_connection(target, timeout=30)
+            upstream.settimeout(None)
+            upstream.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
     except OSError:
         conn.close()
         return
@@ -57,13 +67,13 @@ def forward(conn, path):
     upstream.close()
 
 
-def serve(listener, path):
+def serve(listener, target):
     while True:
         try:
             conn, _ = listener.accept()
         except OSError:
             return
-        threading.Thread(target=forward, args=(conn, path), daemon=True).start()
+        threading.Thread(target=forward, args=(conn, target), daemon=True).start()
 
 
 def kill_group(pgid, sig):
@@ -74,6 +84,22 @@ def kill_group(pgid, sig):
         return False
 
 
+def pids():
+    return {int(p) for p in os.listdir("/proc") if p.isdigit()}
+
+
+def sweep_new(keep):
+    """SIGKILL every process not in ``keep`` until none is left (forks race the sweep)."""
+    for _ in range(50):
+        found = pids() - keep
+        if not found:
+            return
+        for pid in found:
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.kill(pid, signal.SIGKILL)
+        time.sleep(0.02)
+
+
 def main(config_path):
     with open(config_path, encoding="utf-8") as fh:
         cfg = json.load(fh)
@@ -81,11 +107,13 @@ def main(config_path):
     listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     listener.bind(("127.0.0.1", int(cfg["port"])))
     listener.listen(64)
-    threading.Thread(target=serve, args=(listener, cfg["socket"]), daemon=True).start()
+    target = cfg["socket"] if "socket" in cfg else (cfg["connect"][0], int(cfg["connect"][1]))
+    threading.Thread(target=serve, args=(listener, target), daemon=True).start()
     stop = threading.Event()
     signal.signal(signal.SIGTERM, lambda *_: stop.set())
     with open(cfg["pid_file"], "w") as fh:
         fh.write(str(os.getpid()))
+    keep = pids() | {os.getpid()}
     started = time.monotonic()
     deadline = started + float(cfg["wall_seconds"])
     grace = float(cfg.get("grace_seconds", 5.0))
@@ -115,10 +143,14 @@ def main(config_path):
             break
         time.sleep(0.05)
     kill_group(child.pid, signal.SIGKILL)  # what the CLI left behind in its group
-    # and what escaped the group (setsid, daemons): every other process this user may
-    # signal in the sandbox's PID namespace; nothing else runs there during the attempt
-    with contextlib.suppress(ProcessLookupError, PermissionError):
-        os.kill(-1, signal.SIGKILL)
+    # and what escaped the group (setsid, daemons)
+    if cfg.get("sweep", "all") == "all":
+        # every other process this user may signal in the sandbox's PID namespace;
+        # nothing else runs there during the attempt
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.kill(-1, signal.SIGKILL)
+    else:
+        sweep_new(keep)
     status = {
         "exit_code": child.returncode,
         "timed_out": timed_out,

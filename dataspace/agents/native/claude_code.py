@@ -14,7 +14,7 @@ dontAsk --disallowedTools WebSearch WebFetch --add-dir /workspace --settings <fi
 
 The official relay in front of the endpoint (keep the 5 most recent images) is our
 ``WireRelay`` on the ``messages`` wire, on the controller. ``ANTHROPIC_BASE_URL`` is the
-relay inside the sandbox and ``ANTHROPIC_AUTH_TOKEN`` the one-run token.
+relay inside the sandbox and ``ANTHROPIC_AUTH_TOKEN`` the one-attempt token.
 
 Claude Code's own command sandbox (bubblewrap and socat) cannot run nested in ours
 (every command fails with ``bwrap: Can't bind mount /oldroot/dev/full``), so by default

@@ -10,7 +10,7 @@ The command is ``codex exec --strict-config --json --ephemeral --skip-git-repo-c
 --ignore-rules --color never -C /output --model <model> <prompt>``.
 
 Differences, recorded in the attempt's ``harness_config``: the provider's ``base_url`` is
-the relay inside the sandbox and its ``env_key`` holds the one-run token; paths are ours
+the relay inside the sandbox and its ``env_key`` holds the one-attempt token; paths are ours
 (``/workspace``, ``/output``). ``sandbox_mode``: the official value is
 ``workspace-write`` (Codex's own bubblewrap sandbox, no network, writes to the output
 only). Codex's bubblewrap cannot start inside our sandbox (it needs a nested user

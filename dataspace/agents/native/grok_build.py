@@ -15,7 +15,7 @@ context window; ``sandbox.toml`` defines the profile ``dataspace-strict`` (exten
 
 The official in-jail relay that maps ``finish_reason: "other"`` to ``"stop"`` is our
 ``WireRelay`` on the ``chat`` wire with ``normalize_finish_reasons``, on the controller;
-``base_url`` is the relay inside the sandbox and ``env_key`` names the one-run token's
+``base_url`` is the relay inside the sandbox and ``env_key`` names the one-attempt token's
 variable. ``--cwd`` is ``/output`` (the official ``/mnt`` held both folders). Grok's own
 sandbox is Landlock-based and needs no new namespace, so the official profile is kept
 (``harness_sandbox: on``); ``off`` drops ``--sandbox`` and is recorded.

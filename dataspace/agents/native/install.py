@@ -220,8 +220,7 @@ def install_npm(name: str) -> HarnessState:
                 "be served by the registry"
             )
         unpack = Path(tmp) / "unpack"
-        with tarfile.open(tgz[0]) as tar:
-            tar.extractall(unpack, filter="data")
+        _extract(tgz[0], unpack)
         source = unpack / pin.package_subdir
         target = harness_dir(name)
         staging = target.with_name(f".{name}.new")
@@ -241,6 +240,26 @@ def install_npm(name: str) -> HarnessState:
     if not state.ready:
         raise ConfigError(f"{name}: installed, but not usable: {state.problem}")
     return state
+
+
+def _extract(archive: Path, dest: Path) -> None:
+    """Unpack an npm tarball: regular files, folders and links that stay inside ``dest``.
+
+    Python's ``data`` filter where it exists (3.11.4+); else the same rules by hand.
+    """
+    with tarfile.open(archive) as tar:
+        if hasattr(tarfile, "data_filter"):
+            tar.extractall(dest, filter="data")
+            return
+        root = dest.resolve()
+        for member in tar.getmembers():
+            target = (root / member.name).resolve()
+            link = (target.parent / member.linkname).resolve() if member.issym() else target
+            if not (member.isfile() or member.isdir() or member.issym()) or not all(
+                p == root or root in p.parents for p in (target, link)
+            ):
+                raise ConfigError(f"{archive.name}: refusing archive member {member.name!r}")
+        tar.extractall(dest)
 
 
 def install_grok(source: Path) -> HarnessState:

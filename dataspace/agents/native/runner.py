@@ -5,11 +5,19 @@ Each harness is the stock CLI at its pinned version, installed on the host
 task-local home holding exactly the official configuration. The runner only does what the
 official ``NativeCliRunner`` does around the CLI, plus the relay:
 
-- **Model path.** A ``WireRelay`` for the harness's wire API listens on a Unix socket in
-  the attempt's relay folder, which the sandbox has bound at ``RELAY_DIR``; inside, the
-  supervisor (``_supervisor.py``) forwards ``127.0.0.1:RELAY_PORT`` of the sandbox's own
-  network namespace to it. The CLI is configured with that address and a one-run token;
-  the real key stays on the controller. No other address answers inside the sandbox.
+- **Model path.** A ``WireRelay`` for the harness's wire API serves the attempt; inside
+  the sandbox the supervisor (``_supervisor.py``) listens on ``127.0.0.1:RELAY_PORT`` and
+  forwards each connection to it, so the CLI's configuration is the same on every
+  backend. On the local backend the relay listens on a Unix socket in the attempt's relay
+  folder, which the sandbox has bound at ``RELAY_DIR`` (no network route at all); on the
+  kubernetes backend, where a socket cannot cross pods, it listens on a TCP port of the
+  controller in the range the NetworkPolicies open to this pod alone
+  (``info()["relay"]``). The CLI is configured with a one-attempt token; the real key
+  stays on the controller.
+- **The CLI.** On the local backend, the host's install (``install.py``) bound read-only
+  at ``/opt/harness/<name>``; on the kubernetes backend, the runtime image's own
+  ``/opt/dataspace/harnesses/<name>`` (``images/Dockerfile.runtime``), checked in the pod
+  against the pinned version before the run.
 - **Lifecycle.** One wall-clock deadline (the attempt's ``wall_seconds``): at it the
   supervisor sends SIGTERM to the CLI's process group, then SIGKILL after
   ``grace_seconds`` (5 s, as the official runner).
@@ -30,6 +38,7 @@ A harness subclass supplies ``config_files``, ``command``, ``environment``,
 
 from __future__ import annotations
 
+import errno
 import json
 import logging
 import shlex
@@ -42,7 +51,13 @@ from typing import Any, ClassVar
 
 from dataspace.agents._react_tools import MAX_PREDICTION_BYTES, check_prediction
 from dataspace.agents.base import AgentContext, AgentResult, SandboxNeeds
-from dataspace.agents.native.install import SANDBOX_ROOT, harness_dir, harness_state
+from dataspace.agents.native.install import (
+    DEFAULT_ROOT,
+    PINS,
+    SANDBOX_ROOT,
+    harness_dir,
+    harness_state,
+)
 from dataspace.errors import ConfigError, InfrastructureError, SandboxError
 from dataspace.sandbox.base import OUTPUT_DIR, RELAY_DIR, WORKSPACE_DIR
 
@@ -67,6 +82,23 @@ _ALLOWED = {
 }
 # the protocol profile shapes DataSpace-Agent's loop; a native CLI runs its own loop
 _IGNORED = {"model", "run_id", "protocol"}
+
+
+@dataclass(frozen=True, kw_only=True)
+class RelayPath:
+    """How this attempt's sandbox reaches its relay."""
+
+    unix: Path | None = None
+    """The relay's Unix socket on the host (bound into the sandbox at ``RELAY_DIR``)."""
+    bind: str | None = None
+    ports: tuple[int, int] | None = None
+    address: str | None = None
+    """TCP: where the relay listens on the controller, in which port range, and the
+    address the sandbox dials."""
+    harness_root: str = SANDBOX_ROOT
+    """Where the harness installs are inside the sandbox."""
+    in_image: bool = False
+    """The CLI comes from the sandbox's image (checked there), not from this host."""
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -114,7 +146,7 @@ class NativeHarness:
         self._cancel = threading.Event()
         self._lock = threading.Lock()
         self._live: list[Any] = []
-        self._state: Any = None
+        self._version: str | None = None
 
     # ---- what a harness supplies ------------------------------------------------------------
     def config_files(self, plan: Plan) -> dict[str, str]:
@@ -209,26 +241,25 @@ class NativeHarness:
         model = merged.get("model")
         extra = sorted(set(merged) - _ALLOWED - _IGNORED)
         problem = None
+        path: RelayPath | None = None
         if model is None:
             problem = f"{self.name} needs a model: add `model:` to the agent in the run spec"
         elif extra:
             problem = f"{self.name} settings: unknown keys {extra} (allowed: {sorted(_ALLOWED)})"
-        elif ctx.relay_dir is None:
-            problem = (
-                f"{self.name}: this sandbox has no relay socket; native harnesses "
-                "run on the local sandbox backend"
-            )
         else:
-            state = harness_state(self.name)
-            self._state = state
-            if not state.ready:
+            path = self._relay_path(ctx)
+            if path is None:
                 problem = (
-                    f"{self.name} {state.pinned} is not installed: {state.problem}; {state.fix}"
+                    f"{self.name}: this sandbox offers no path to a relay (neither a bound "
+                    "socket nor relay ports); native harnesses run on the local and "
+                    "kubernetes sandbox backends"
                 )
+            else:
+                problem = self._check_install(ctx, path)
         if problem is not None:
             ctx.events.emit("error", message=problem)
             return AgentResult(end_state="runtime_error", error=problem)
-        assert ctx.relay_dir is not None and model is not None
+        assert path is not None and model is not None
         try:
             upstream = self.upstream_base(model, merged)
             relay = WireRelay(
@@ -252,7 +283,7 @@ class NativeHarness:
             relay_url=f"http://127.0.0.1:{RELAY_PORT}",
             token=relay.token,
             home=HOME_DIR,
-            executable=f"{SANDBOX_ROOT}/{self.name}/bin/" + Path(self._state.path).name,
+            executable=f"{path.harness_root}/{self.name}/bin/{PINS[self.name].executable}",
             context_window=int(merged.get("context_window", CONTEXT_WINDOW)),
             max_output_tokens=int(merged.get("max_output_tokens", MAX_OUTPUT_TOKENS)),
             harness_sandbox=str(merged.get("harness_sandbox", self.default_harness_sandbox)),
@@ -267,7 +298,7 @@ class NativeHarness:
             return AgentResult(end_state="runtime_error", error=str(exc))
         env = {
             "HOME": HOME_DIR,
-            "PATH": f"{SANDBOX_ROOT}/{self.name}/bin:/usr/local/bin:/usr/bin:/bin",
+            "PATH": f"{path.harness_root}/{self.name}/bin:/usr/local/bin:/usr/bin:/bin",
             "LANG": "C.UTF-8",
             "LC_ALL": "C.UTF-8",
             "TERM": "dumb",
@@ -284,8 +315,7 @@ class NativeHarness:
         }
         wall = max(1.0, ctx.remaining())
         grace = float(merged.get("grace_seconds", GRACE_SECONDS))
-        sup = {
-            "socket": f"{RELAY_DIR}/{RELAY_SOCKET_NAME}",
+        sup: dict[str, Any] = {
             "port": RELAY_PORT,
             "argv": argv,
             "env": env,
@@ -302,7 +332,7 @@ class NativeHarness:
             harness=self.name,
             model=model.id,
             wire=self.wire,
-            version=self._state.installed,
+            version=self._version,
             prompt_contract="relation-v2",
             upstream=upstream,
             limits={"wall_seconds": ctx.limits.wall_seconds, "grace_seconds": grace},
@@ -310,13 +340,19 @@ class NativeHarness:
                 "files": {k: v.replace(relay.token, "<relay-token>") for k, v in files.items()},
                 "command": [a.replace(relay.token, "<relay-token>") for a in argv],
                 "environment_keys": sorted(env),
+                "relay_path": (
+                    f"unix socket bound at {RELAY_DIR}"
+                    if path.unix is not None
+                    else f"tcp to {path.address}, ports {'-'.join(map(str, path.ports or ()))}"
+                ),
+                "harness_from": "sandbox image" if path.in_image else "host install, bound",
                 **self.policy(plan),
             },
         )
         sb = ctx.sandbox
         outcome: Outcome | None = None
         try:
-            relay.serve_unix(Path(ctx.relay_dir) / RELAY_SOCKET_NAME)
+            sup.update(self._serve(relay, path))
             sb.write_file(f"{RUNTIME_DIR}/supervisor.json", json.dumps(sup).encode())
             sb.write_file(f"{RUNTIME_DIR}/supervisor.py", _supervisor_source())
             for rel, text in files.items():
@@ -388,6 +424,75 @@ class NativeHarness:
         )
 
     # ---- helpers ----------------------------------------------------------------------------
+    @staticmethod
+    def _relay_path(ctx: AgentContext) -> RelayPath | None:
+        """The socket bound into a local sandbox, or the relay ports of a pod."""
+        if ctx.relay_dir is not None:
+            return RelayPath(unix=Path(ctx.relay_dir) / RELAY_SOCKET_NAME)
+        info = ctx.sandbox.info()
+        relay = info.get("relay") if isinstance(info, dict) else None
+        if not isinstance(relay, dict):
+            return None
+        lo, hi = relay["ports"]
+        return RelayPath(
+            bind=str(relay["bind"]),
+            ports=(int(lo), int(hi)),
+            address=str(relay["address"]),
+            harness_root=DEFAULT_ROOT,
+            in_image=True,
+        )
+
+    def _check_install(self, ctx: AgentContext, path: RelayPath) -> str | None:
+        """Why the pinned CLI cannot run in this sandbox, or None (it can)."""
+        pin = PINS[self.name]
+        if not path.in_image:
+            state = harness_state(self.name)
+            self._version = state.installed
+            if not state.ready:
+                return f"{self.name} {state.pinned} is not installed: {state.problem}; {state.fix}"
+            return None
+        home = f"{path.harness_root}/{self.name}"
+        exe = f"{home}/bin/{pin.executable}"
+        res = ctx.sandbox.exec(
+            ["/bin/sh", "-c", 'test -x "$1" && cat "$2"', "sh", exe, f"{home}/VERSION"],
+            timeout=60.0,
+        )
+        found = res.stdout.strip() if res.exit_code == 0 else None
+        self._version = found
+        if found == pin.version:
+            return None
+        why = f"{exe} is missing" if found is None else f"{home}/VERSION says {found!r}"
+        return (
+            f"{self.name} {pin.version} is not in the sandbox image: {why}; build the runtime "
+            "image with images/Dockerfile.runtime (it installs Codex and Claude Code under "
+            f"{path.harness_root}), or add {self.name} there in a derived image"
+        )
+
+    @staticmethod
+    def _serve(relay: Any, path: RelayPath) -> dict[str, Any]:
+        """Start the relay; the supervisor's upstream (``socket`` or ``connect``)."""
+        if path.unix is not None:
+            relay.serve_unix(path.unix)
+            return {"socket": f"{RELAY_DIR}/{RELAY_SOCKET_NAME}", "sweep": "all"}
+        assert path.bind is not None and path.ports is not None and path.address is not None
+        lo, hi = path.ports
+        for port in range(lo, hi + 1):
+            try:
+                relay.serve_tcp(path.bind, port)
+            except OSError as exc:
+                if exc.errno in (errno.EADDRINUSE, errno.EACCES):
+                    continue
+                raise InfrastructureError(
+                    f"relay: cannot listen on {path.bind}:{port}: {exc}", code="relay"
+                ) from exc
+            # a pod's own init and exec helper run as the sandbox user: spare them
+            return {"connect": [path.address, port], "sweep": "new"}
+        raise InfrastructureError(
+            f"relay: every port {lo}-{hi} of {path.bind} is in use; widen "
+            "sandbox.options.relay_ports (and the NetworkPolicies of k8s/base/harness-relay.yaml)",
+            code="relay",
+        )
+
     def _outcome(self, sb: Any, res: Any) -> Outcome:
         def read(name: str, limit: int) -> str:
             try:
@@ -500,4 +605,4 @@ def jsonl(text: str) -> list[dict[str, Any]]:
     return out
 
 
-__all__ = ["NativeHarness", "Outcome", "Plan", "jsonl"]
+__all__ = ["NativeHarness", "Outcome", "Plan", "RelayPath", "jsonl"]
