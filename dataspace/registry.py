@@ -30,6 +30,12 @@ from dataspace.errors import ConfigError
 T = TypeVar("T")
 
 
+def _module_of(obj: object) -> str:
+    """The module an object (a function, a class or an instance of one) is defined in."""
+    module = getattr(obj, "__module__", None)
+    return module if isinstance(module, str) else type(obj).__module__
+
+
 class Registry(Generic[T]):
     """Named providers of one family.
 
@@ -67,8 +73,10 @@ class Registry(Generic[T]):
         """Register ``target`` (an object or ``"module:attr"``) as ``name``.
 
         Without ``target`` it is a decorator: ``@registry.register("name")``. A later
-        registration of the same name replaces the earlier one. ``hint`` says what the
-        provider needs and how to install it.
+        registration of the same name replaces the earlier one, except that a built-in
+        provider registering itself from the module its ``"module:attr"`` names (a
+        decorator at import time) keeps the name lazy. ``hint`` says what the provider
+        needs and how to install it.
         """
         if target is None:
 
@@ -80,6 +88,14 @@ class Registry(Generic[T]):
         with self._lock:
             if hint:
                 self._hints[name] = hint
+            current = self._targets.get(name)
+            if (
+                isinstance(current, str)
+                and not isinstance(target, str)
+                and current.partition(":")[0] == _module_of(target)
+            ):
+                self._resolved[name] = target
+                return target
             self._targets[name] = target
             self._resolved.pop(name, None)
             if not isinstance(target, str):

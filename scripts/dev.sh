@@ -156,7 +156,11 @@ ensure_venv
 ensure_harnesses
 case "$cmd" in
     demo) exec .venv/bin/dataspace demo "$@" ;;
-    test) exec .venv/bin/python -m pytest "$@" ;;
+    test)
+        # in worker processes (pytest-xdist), one test file per worker at a time: as many
+        # workers as cores, from 2 to 4
+        workers=$(nproc); ((workers < 2)) && workers=2; ((workers > 4)) && workers=4
+        exec .venv/bin/python -m pytest -n "$workers" --dist loadfile "$@" ;;
     shell) exec "$@" ;;
     *) echo "usage: scripts/dev.sh demo [--out DIR] | test [PYTEST ARGS] | shell CMD..." >&2; exit 2 ;;
 esac

@@ -13,22 +13,38 @@ DEMO_BUILD_TIMEOUT = 1800
 mark it ``pytest.mark.timeout(DEMO_BUILD_TIMEOUT)``)."""
 
 
+def _session_root(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The session's temporary root, shared by every pytest-xdist worker of the session."""
+    base = tmp_path_factory.getbasetemp()
+    return base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base
+
+
 @pytest.fixture(scope="session")
 def build_cache(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """One item cache for every build of this session: a build of items already built
-    (same inputs, same code) copies them from here instead of building them again."""
-    return tmp_path_factory.mktemp("build-cache")
+    """One item cache for every build of this session (and every worker of it): a build of
+    items already built (same inputs, same code) copies them from here instead of building
+    them again. Entries appear atomically, so concurrent builds share it safely."""
+    cache = _session_root(tmp_path_factory) / "build-cache"
+    cache.mkdir(exist_ok=True)
+    return cache
 
 
 @pytest.fixture(scope="session")
 def demo_release(tmp_path_factory: pytest.TempPathFactory, build_cache: Path) -> Path:
     """The release ``dataspace demo`` builds (both bundled corpora, every stage), built
     once per session in this process (into :func:`build_cache`, so a later ``dataspace
-    demo --build-cache`` reuses every item), readable by the sandbox's user."""
+    demo --build-cache`` reuses every item), readable by the sandbox's user.
+
+    Workers of one session take turns (a lock file): the first builds, the others find
+    every item in the cache."""
+    import fcntl
+
     from dataspace.demo import build_demo_release
 
     release = tmp_path_factory.mktemp("demo-release") / "release"
-    build_demo_release(release, workers=0, cache_dir=build_cache)
+    with open(_session_root(tmp_path_factory) / "demo-build.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        build_demo_release(release, workers=0, cache_dir=build_cache)
     for p in [release, *release.rglob("*")]:
         os.chmod(p, 0o755 if p.is_dir() else 0o644)
     return release

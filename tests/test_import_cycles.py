@@ -187,6 +187,11 @@ def test_every_pluggable_family_is_one_registry_of_lazy_targets():
             assert target not in graph.get(module, set()) or target == module, (
                 f"{module} imports its provider {target} ({name})"
             )
+        # importing the providers leaves the family as it was (no module re-registers
+        # itself as an object over its lazy target)
+        for name in lazy:
+            importlib.import_module(str(family.target(name)).partition(":")[0])
+        assert [n for n in family.names() if family.target(n)] == lazy, spec
 
 
 def test_no_base_module_imports_its_own_package():

@@ -29,9 +29,12 @@ AGENT_TASKS = 4  # demo tasks the scripted agent solves per profile
 
 @pytest.fixture(scope="module")
 def demo(
-    tmp_path_factory: pytest.TempPathFactory, ray_local: Any, build_cache: Path
+    tmp_path_factory: pytest.TempPathFactory, ray_local: Any, build_cache: Path, demo_release: Path
 ) -> dict[str, Any]:
-    """The demo under the default (official) profile, then its gold run again, extended."""
+    """The demo under the default (official) profile, then its gold run again, extended.
+
+    The demo's build takes its items from the session's build cache (``demo_release``
+    filled it), so only the run is new."""
 
     from dataspace.demo import oracle_failures, run_demo
     from dataspace.runs.controller import execute_run

@@ -92,9 +92,10 @@ def _kill_mid_attempt(pid: int) -> bool:
     return False
 
 
-def test_demo_survives_a_killed_worker_and_resumes(tmp_path, build_cache):
+def test_demo_survives_a_killed_worker_and_resumes(tmp_path, build_cache, demo_release):
     out = tmp_path / "demo"
-    # the session's build cache: items another test built already are copied, not rebuilt
+    # the session's build cache, filled by the demo release fixture: the demo's build copies
+    # its items instead of building them again
     cmd = [
         sys.executable, "-m", "dataspace.cli", "demo", "--out", str(out),
         "--build-cache", str(build_cache),
