@@ -50,6 +50,7 @@ from dataspace.agents._react_tools import TOOL_SCHEMAS, ToolBox, ToolConfig
 from dataspace.agents.base import AgentContext, AgentResult, PredictionSnapshot
 from dataspace.agents.protocol import DEFAULT_PROTOCOL, ProtocolProfile, get_profile
 from dataspace.errors import ConfigError, InfrastructureError, SandboxError
+from dataspace.llm.client import DEFAULT_MAX_OUTPUT_TOKENS, DEFAULT_REQUEST_TIMEOUT
 
 logger = logging.getLogger(__name__)
 
@@ -60,11 +61,11 @@ _IGNORED = {"model", "run_id", "protocol"}
 class ReactSettings:
     """Validated settings of DataSpace-Agent."""
 
-    max_output_tokens: int = 32768
+    max_output_tokens: int = DEFAULT_MAX_OUTPUT_TOKENS
     temperature: float | None = None
     extra_body: Mapping[str, Any] = field(default_factory=dict)
     default_headers: Mapping[str, str] = field(default_factory=dict)
-    request_timeout: float = 600.0
+    request_timeout: float = DEFAULT_REQUEST_TIMEOUT
     retry: Mapping[str, Any] = field(default_factory=dict)
     max_tool_output_chars: int = 20_000
     image_max_edge: int = 1600

@@ -178,7 +178,12 @@ class SmolagentsAgent:
 
     def run(self, ctx: AgentContext) -> AgentResult:
         """Run smolagents on one task to an end state."""
-        from dataspace.llm.client import MeteredClient, RetryPolicy
+        from dataspace.llm.client import (
+            DEFAULT_MAX_OUTPUT_TOKENS,
+            DEFAULT_REQUEST_TIMEOUT,
+            MeteredClient,
+            RetryPolicy,
+        )
         from dataspace.llm.relay import Relay
 
         t0 = time.monotonic()
@@ -197,13 +202,14 @@ class SmolagentsAgent:
             retry = RetryPolicy.from_settings(merged.get("retry"))
         except ConfigError as exc:
             return AgentResult(end_state="runtime_error", error=str(exc))
-        max_tokens = int(merged.get("max_output_tokens", 32768))
+        max_tokens = int(merged.get("max_output_tokens", DEFAULT_MAX_OUTPUT_TOKENS))
+        request_timeout = float(merged.get("request_timeout", DEFAULT_REQUEST_TIMEOUT))
         client = MeteredClient(
             model,
             max_output_tokens=max_tokens,
             extra_body=merged.get("extra_body"),
             default_headers=merged.get("default_headers"),
-            request_timeout=float(merged.get("request_timeout", 600.0)),
+            request_timeout=request_timeout,
             retry=retry,
             events=ctx.events,
         )
@@ -243,7 +249,7 @@ class SmolagentsAgent:
             "max_steps": lim.model_turns,
             "command_timeout": max(1, int(lim.command_timeout)),
             "max_tokens": max_tokens,
-            "request_timeout": float(merged.get("request_timeout", 600.0)) + 3600.0,
+            "request_timeout": request_timeout + 3600.0,
             "site_paths": [SANDBOX_SITE, IMAGE_SITE],
             "prompt_file": f"{RUNTIME_DIR}/prompt.txt",
             "trace": f"{RUNTIME_DIR}/trace.json",

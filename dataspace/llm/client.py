@@ -51,6 +51,9 @@ logger = logging.getLogger(__name__)
 RETRYABLE_STATUS = frozenset({408, 409, 425, 429, 500, 502, 503, 504, 520, 522, 524, 529})
 CONFIG_STATUS = frozenset({401, 403, 404})
 DEFAULT_MAX_OUTPUT_TOKENS = 32768
+DEFAULT_REQUEST_TIMEOUT = 600.0
+"""Seconds one model request may take where no remaining wall time bounds it (the extended
+profile; the official one uses the attempt's remaining wall time)."""
 
 
 class ModelRequestError(AgentError):
@@ -339,7 +342,7 @@ class MeteredClient:
         temperature: float | None = None,
         extra_body: Mapping[str, Any] | None = None,
         default_headers: Mapping[str, str] | None = None,
-        request_timeout: float = 600.0,
+        request_timeout: float = DEFAULT_REQUEST_TIMEOUT,
         retry: RetryPolicy | None = None,
         timeout_is_deadline: bool = True,
         events: EventLog | None = None,
