@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import contextlib
 import csv
 import io
 import json
 import os
+import socket
+import threading
 import time
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -154,3 +157,33 @@ def solving_script(threshold: int) -> list[dict[str, Any]]:
 
 
 THRESHOLDS = {"task_1": 250000, "task_2": 200000}
+
+
+@contextlib.contextmanager
+def counting_listener() -> Iterator[dict[str, Any]]:
+    """A TCP listener on the host's 127.0.0.1 that counts the connections it accepts
+    (``{"port": ..., "accepted": n}``), for tests that show a sandbox cannot reach it."""
+    srv = socket.socket()
+    srv.bind(("127.0.0.1", 0))
+    srv.listen(8)
+    srv.settimeout(0.2)
+    seen: dict[str, Any] = {"port": srv.getsockname()[1], "accepted": 0}
+    stop = threading.Event()
+
+    def loop() -> None:
+        while not stop.is_set():
+            try:
+                conn, _ = srv.accept()
+            except OSError:
+                continue
+            seen["accepted"] += 1
+            conn.close()
+
+    t = threading.Thread(target=loop, daemon=True)
+    t.start()
+    try:
+        yield seen
+    finally:
+        stop.set()
+        t.join(timeout=5)
+        srv.close()

@@ -20,8 +20,6 @@ import io
 import json
 import os
 import re
-import socket
-import threading
 from collections import Counter
 from collections.abc import Iterator
 from pathlib import Path
@@ -29,7 +27,7 @@ from typing import Any
 
 import pytest
 import yaml
-from agents_helpers import KEY_ENV, SECRET, bash, submit
+from agents_helpers import KEY_ENV, SECRET, bash, counting_listener, submit
 
 from dataspace.agents.native.install import PINS, harness_state
 from dataspace.errors import ConfigError
@@ -139,28 +137,8 @@ def ray_here():
 @pytest.fixture(scope="module")
 def host_listener() -> Iterator[dict[str, Any]]:
     """A TCP listener on the host's 127.0.0.1 that counts the connections it accepts."""
-    srv = socket.socket()
-    srv.bind(("127.0.0.1", 0))
-    srv.listen(8)
-    srv.settimeout(0.2)
-    seen: dict[str, Any] = {"port": srv.getsockname()[1], "accepted": 0}
-    stop = threading.Event()
-
-    def loop() -> None:
-        while not stop.is_set():
-            try:
-                conn, _ = srv.accept()
-            except OSError:
-                continue
-            seen["accepted"] += 1
-            conn.close()
-
-    t = threading.Thread(target=loop, daemon=True)
-    t.start()
-    yield seen
-    stop.set()
-    t.join(timeout=5)
-    srv.close()
+    with counting_listener() as seen:
+        yield seen
 
 
 def _installed() -> list[str]:

@@ -13,7 +13,6 @@ prints what it found; the probe's output comes back through the harness's own tr
 from __future__ import annotations
 
 import json
-import socket
 import threading
 import time
 from collections.abc import Iterator
@@ -21,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from agents_helpers import KEY_ENV, PRICES, SECRET
+from agents_helpers import KEY_ENV, PRICES, SECRET, counting_listener
 
 from dataspace.agents import AgentContext, AgentLimits, EventLog, get_agent
 from dataspace.agents.native.install import harness_state
@@ -51,28 +50,8 @@ def harness(request: pytest.FixtureRequest) -> str:
 @pytest.fixture
 def host_listener() -> Iterator[dict[str, Any]]:
     """A TCP listener on the host's 127.0.0.1 that counts the connections it accepts."""
-    srv = socket.socket()
-    srv.bind(("127.0.0.1", 0))
-    srv.listen(8)
-    srv.settimeout(0.2)
-    seen: dict[str, Any] = {"port": srv.getsockname()[1], "accepted": 0}
-    stop = threading.Event()
-
-    def loop() -> None:
-        while not stop.is_set():
-            try:
-                conn, _ = srv.accept()
-            except OSError:
-                continue
-            seen["accepted"] += 1
-            conn.close()
-
-    t = threading.Thread(target=loop, daemon=True)
-    t.start()
-    yield seen
-    stop.set()
-    t.join(timeout=5)
-    srv.close()
+    with counting_listener() as seen:
+        yield seen
 
 
 def probe(port: int) -> str:
