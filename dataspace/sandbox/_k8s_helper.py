@@ -347,6 +347,15 @@ def walk_parent(parts, create):
         raise
 
 
+def emit_bounded(data, limit):
+    """Send ``data`` read with ``limit + 1`` bytes asked for, or EFBIG when it is larger."""
+    if len(data) > limit:
+        emit({"ok": False, "errno": errno.EFBIG, "message": f"larger than {limit} bytes"})
+        return 0
+    emit({"ok": True, "size": len(data)}, data)
+    return 0
+
+
 def op_read(args):
     parts, limit = args["parts"], int(args["max_bytes"])
     try:
@@ -369,11 +378,7 @@ def op_read(args):
     except OSError as exc:
         emit(fail(exc))
         return 0
-    if len(data) > limit:
-        emit({"ok": False, "errno": errno.EFBIG, "message": f"larger than {limit} bytes"})
-        return 0
-    emit({"ok": True, "size": len(data)}, data)
-    return 0
+    return emit_bounded(data, limit)
 
 
 def op_image_file(args):
@@ -388,11 +393,7 @@ def op_image_file(args):
     except OSError as exc:
         emit(fail(exc))
         return 0
-    if len(data) > limit:
-        emit({"ok": False, "errno": errno.EFBIG, "message": f"larger than {limit} bytes"})
-        return 0
-    emit({"ok": True, "size": len(data)}, data)
-    return 0
+    return emit_bounded(data, limit)
 
 
 def op_write(args):
