@@ -26,16 +26,16 @@ sandbox's mount namespace: the host's mount table never changes. Creating takes 
 Python start-up (~10 ms).
 
 **Exec.** Each command is a chain of small util-linux programs, no Python. The controller
-forks it with the seccomp filter (``_seccomp.py``: the usual container deny list, keyring,
-``bpf``, ``ptrace``, mounts, modules, new namespaces …) installed, which every process of
-the command inherits: ``/bin/sh`` writes its pid into the sandbox's cgroups and execs
-``nsenter``, which joins the namespaces (the user namespace last, taking uid/gid 65534
-with no supplementary groups) and the root and forks into the PID namespace; ``setpriv``
-sets ``no_new_privs``, and ``execve`` as a uid other than the namespace's root leaves no
-capabilities. The command gets a clean environment: the official workbench's ``PATH``
-and variables (``workbench.ENVIRONMENT``), ``HOME=/tmp``, ``LANG=C.UTF-8``,
-``TMPDIR=/tmp`` and the spec's variables, never the controller's. Output is read with a
-size cap while a pidfd watches the command.
+starts it from one thread that runs under the seccomp filter (``_seccomp.py``: the usual
+container deny list, keyring, ``bpf``, ``ptrace``, mounts, modules, new namespaces …), which
+every process of the command inherits and none can remove: ``/bin/sh`` writes its pid into
+the sandbox's cgroups and execs ``nsenter``, which joins the namespaces (the user namespace
+last, taking uid/gid 65534 with no supplementary groups) and the root and forks into the PID
+namespace; ``setpriv`` sets ``no_new_privs``, and ``execve`` as a uid other than the
+namespace's root leaves no capabilities. The command gets a clean environment: the official
+workbench's ``PATH`` and variables (``workbench.ENVIRONMENT``), ``HOME=/tmp``,
+``LANG=C.UTF-8``, ``TMPDIR=/tmp`` and the spec's variables, never the controller's. Output
+is read with a size cap while a pidfd watches the command.
 
 **Limits.** Where a cgroup hierarchy is writable (v2 when its unified hierarchy has the
 memory, pids and cpu controllers, else v1) the sandbox gets one group, inside the
@@ -203,9 +203,12 @@ class LocalBackend:
         self.runtime = workbench.read_manifest(self.runtime_root)
         self.system_ops = _system_ops(self.runtime_root)
         self.seccomp: _seccomp.Filter | None = None
+        self._spawner: _seccomp.Spawner | None = None
         if seccomp:
             try:
                 self.seccomp = _seccomp.Filter()
+                self._spawner = _seccomp.Spawner(self.seccomp)
+                self._spawner.start()
             except OSError as exc:
                 raise SandboxError(
                     f"local sandbox backend: no seccomp filter on this host ({exc}); pass "
@@ -213,6 +216,12 @@ class LocalBackend:
                 ) from exc
         if sweep:
             self.sweep()
+
+    def popen(self, argv: list[str], **kwargs: Any) -> subprocess.Popen[bytes]:
+        """Start a command's chain: under the seccomp filter when the backend has one."""
+        if self._spawner is not None:
+            return self._spawner.popen(argv, **kwargs)
+        return subprocess.Popen(argv, **kwargs)
 
     def _prepare_state_dir(self) -> None:
         try:
@@ -676,7 +685,8 @@ class LocalSandbox:
 
     def _run(self, argv: list[str], env: dict[str, str], limit: float, number: int) -> _Finished:
         started = time.monotonic()
-        proc = subprocess.Popen(
+        popen = self._backend.popen
+        proc = popen(
             argv,
             stdin=subprocess.DEVNULL,
             stdout=subprocess.PIPE,
@@ -684,7 +694,6 @@ class LocalSandbox:
             env=env,
             cwd="/",
             start_new_session=True,
-            preexec_fn=self._backend.seccomp.install if self._backend.seccomp else None,
         )
         assert proc.stdout is not None and proc.stderr is not None
         self._running[number] = proc.pid

@@ -7,7 +7,10 @@ Every test starts real sandboxes.
 from __future__ import annotations
 
 import os
+import subprocess
+import sys
 import textwrap
+import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -86,6 +89,43 @@ def test_no_nested_user_namespace_and_no_mounts_inside(make) -> None:
     # Threads and plain forks still work (clone without namespace flags, clone3 falls back).
     script = "import threading; t = threading.Thread(target=print, args=('ok',)); t.start()"
     assert make().exec(["python3", "-c", script]).stdout == "ok\n"
+
+
+def _seccomp_mode(tid: int) -> str:
+    status = Path(f"/proc/self/task/{tid}/status").read_text()
+    return next(line.split()[1] for line in status.splitlines() if line.startswith("Seccomp:"))
+
+
+def test_the_filter_sits_on_the_spawner_thread_only(make) -> None:
+    """Commands inherit the filter from one controller thread; the others run without it."""
+    assert make().exec("grep ^Seccomp: /proc/self/status").stdout == "Seccomp:\t2\n"
+    spawners = [t for t in threading.enumerate() if t.name == "sandbox-seccomp-spawner"]
+    assert spawners and all(t.native_id is not None for t in spawners)
+    assert {_seccomp_mode(t.native_id) for t in spawners if t.native_id} == {"2"}
+    assert _seccomp_mode(threading.get_native_id()) == "0"
+
+
+SPAWN_AFTER_FORK = textwrap.dedent("""
+    import os, subprocess, sys
+    from dataspace.sandbox import _seccomp
+    spawner = _seccomp.Spawner(_seccomp.Filter())
+    def mode():
+        out = spawner.popen(["grep", "^Seccomp:", "/proc/self/status"], stdout=subprocess.PIPE)
+        return out.communicate()[0].decode().split()[1]
+    print("parent", mode(), flush=True)
+    pid = os.fork()
+    if pid == 0:
+        print("child", mode(), flush=True)
+        os._exit(0)
+    os.waitpid(pid, 0)
+""")
+
+
+def test_a_forked_controller_starts_its_own_filtered_thread() -> None:
+    run = subprocess.run([sys.executable, "-c", SPAWN_AFTER_FORK], capture_output=True,
+                         text=True, timeout=60, check=False)  # fmt: skip
+    assert run.returncode == 0, run.stderr
+    assert run.stdout.splitlines() == ["parent 2", "child 2"]
 
 
 def test_each_sandbox_has_its_own_user_namespace(make) -> None:
