@@ -353,7 +353,8 @@ def stage3_options(raw: Mapping[str, Any] | None) -> Stage3Options | None:
     """Stage-3 options from a build spec's ``stage3`` mapping (None: structured renderers only).
 
     Keys: ``video_share`` (default ``Stage3Options.video_share``), ``video`` (VideoOptions
-    fields, or false for no videos), ``strategies``, ``forced`` (item id -> strategy).
+    fields, or false for no videos), ``strategies``, ``forced`` (item id -> strategy),
+    ``routing`` (RoutingPolicy fields, such as ``follow_share`` and ``extra_share``).
 
     >>> stage3_options(None) is None
     True
@@ -361,12 +362,14 @@ def stage3_options(raw: Mapping[str, Any] | None) -> Stage3Options | None:
     0.5
     >>> stage3_options({}).video_share == Stage3Options.video_share
     True
+    >>> stage3_options({"routing": {"follow_share": 0.25}}).policy.follow_share
+    0.25
     """
     if raw is None:
         return None
     from builder.render.video import VideoOptions
 
-    known = {"video_share", "video", "strategies", "forced"}
+    known = {"video_share", "video", "strategies", "forced", "routing"}
     extra = set(raw) - known
     if extra:
         raise ConfigError(f"stage3: unknown fields {sorted(extra)}; known: {sorted(known)}")
@@ -376,6 +379,22 @@ def stage3_options(raw: Mapping[str, Any] | None) -> Stage3Options | None:
     except TypeError as exc:
         raise ConfigError(f"stage3.video: {exc}") from None
     kwargs: dict[str, Any] = {"video": video}
+    routing_raw = raw.get("routing") or {}
+    if not isinstance(routing_raw, Mapping):
+        raise ConfigError("stage3.routing must be a mapping of routing policy fields")
+    fields = {f.name for f in dataclasses.fields(RoutingPolicy)}
+    if set(routing_raw) - fields:
+        raise ConfigError(
+            f"stage3.routing: unknown fields {sorted(set(routing_raw) - fields)}; "
+            f"known: {sorted(fields)}"
+        )
+    policy: dict[str, Any] = {
+        str(k): tuple(v) if isinstance(v, list) else v for k, v in routing_raw.items()
+    }
+    try:
+        kwargs["policy"] = RoutingPolicy(**policy)
+    except (TypeError, ValueError) as exc:
+        raise ConfigError(f"stage3.routing: {exc}") from None
     if "video_share" in raw:
         try:
             kwargs["video_share"] = float(raw["video_share"])

@@ -5,7 +5,11 @@ nulls), never at the question or SQL. Tables are visited in a seeded order; each
 compatible renderer whose batch counter is lowest (keyed tables lean towards SQLite, where
 related tables stay together), ties broken by a seeded renderer preference; a seeded share
 of tables also gets a second renderer. Counters come in from the batch and go out updated,
-so over a batch every modality is used about equally. ``render_routed`` renders the
+so over a batch every modality is used about equally. In a seeded share of tasks
+(``RoutingPolicy.follow_share``) a table that other tables reference by foreign key
+(a registry such as admissions, or a code dictionary) follows its referrers: it is also
+rendered in every structured renderer (CSV, JSON, SQLite) that holds one of them, as an
+organisation keeps its master data next to each system that uses it. ``render_routed`` renders the
 assignment, round-trip checks every artifact (documents are read back from their own text)
 and falls back along the table's compatible renderers when a check fails; a table that no
 renderer can represent rejects the task.
@@ -159,6 +163,11 @@ class RoutingPolicy:
         max_documents: the most document renderings (Markdown + PDF) per task.
         max_document_cells: tables with more cells are not written as documents.
         keyed_sqlite_bonus: how much a keyed table favours SQLite (in counter units).
+        follow_share: share of tasks (seeded) in which referenced tables follow their
+            referrers into their structured renderers (default: all). It lowers the share
+            of tasks that need two or more modalities towards the paper's (32.7%); with
+            none, a task's tables spread over every modality and 74% of tasks need two
+            or more.
     """
 
     renderers: tuple[str, ...] = BASE_RENDERERS
@@ -167,6 +176,13 @@ class RoutingPolicy:
     max_documents: int = 4
     max_document_cells: int = 2400
     keyed_sqlite_bonus: float = 0.5
+    follow_share: float = 1.0
+
+    def __post_init__(self) -> None:
+        for name in ("extra_share", "follow_share"):
+            value = getattr(self, name)
+            if not 0.0 <= value <= 1.0:
+                raise ValueError(f"routing.{name} must be between 0 and 1, not {value}")
 
 
 def compatible(meta: TableMeta, renderer: str, policy: RoutingPolicy) -> str | None:
@@ -216,17 +232,20 @@ class Routing:
         order: the seeded visiting order.
         counters: the batch counters after this task's assignments.
         seed: the routing seed.
+        followed: whether referenced tables followed their referrers.
     """
 
     tables: Mapping[str, TableRouting]
     order: tuple[str, ...]
     counters: Mapping[str, int]
     seed: int
+    followed: bool = False
 
     def to_json(self) -> dict[str, Any]:
         """A JSON-ready dict (for the ledger)."""
         return {
             "seed": self.seed,
+            "followed": self.followed,
             "order": list(self.order),
             "counters": dict(self.counters),
             "tables": {
@@ -309,7 +328,49 @@ def route_tables(
         out[name] = TableRouting(
             table=name, renderers=tuple(picks), fallbacks=tuple(fallbacks), incompatible=reasons
         )
-    return Routing(tables=out, order=tuple(order), counters=h, seed=seed)
+    followed = random.Random(f"follow:{seed}").random() < policy.follow_share
+    if followed:
+        _follow_referrers(out, by_name, h)
+    return Routing(tables=out, order=tuple(order), counters=h, seed=seed, followed=followed)
+
+
+def _follow_referrers(
+    out: dict[str, TableRouting], by_name: Mapping[str, TableMeta], counters: dict[str, int]
+) -> None:
+    """Render each referenced table in the structured renderers of the tables that reference it.
+
+    >>> metas = {"a": TableMeta(name="a", columns=("id",), declared_types=("INT",),
+    ...                         row_count=2, null_fraction=(0.0,)),
+    ...          "b": TableMeta(name="b", columns=("a_id",), declared_types=("INT",),
+    ...                         row_count=2, null_fraction=(0.0,),
+    ...                         foreign_keys=(("a_id", "a", "id"),))}
+    >>> out = {"a": TableRouting(table="a", renderers=("pdf",), fallbacks=("csv", "json")),
+    ...        "b": TableRouting(table="b", renderers=("json",), fallbacks=())}
+    >>> _follow_referrers(out, metas, {"json": 1, "pdf": 1})
+    >>> out["a"].renderers, out["a"].fallbacks
+    (('pdf', 'json'), ('csv',))
+    """
+    wanted: dict[str, list[str]] = {}
+    for name in sorted(out):
+        for _, target, _ in by_name[name].foreign_keys:
+            if target == name or target not in out:
+                continue
+            for renderer in out[name].renderers:
+                if renderer in STRUCTURED and renderer not in wanted.setdefault(target, []):
+                    wanted[target].append(renderer)
+    for target, renderers in sorted(wanted.items()):
+        routing = out[target]
+        usable = set(routing.renderers) | set(routing.fallbacks)
+        added = [r for r in renderers if r in usable and r not in routing.renderers]
+        if not added:
+            continue
+        for r in added:
+            counters[r] = counters.get(r, 0) + 1
+        out[target] = replace(
+            routing,
+            renderers=(*routing.renderers, *added),
+            fallbacks=tuple(r for r in routing.fallbacks if r not in added),
+        )
 
 
 @dataclass(frozen=True, kw_only=True)

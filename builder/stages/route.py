@@ -21,7 +21,7 @@ def routing_policy(ctx: StageContext) -> RoutingPolicy:
     if ctx.stage3 is not None:
         return ctx.stage3.policy
     # Without stage 3 every table gets exactly one of the build's renderers.
-    return RoutingPolicy(renderers=tuple(ctx.spec.renderers), extra_share=0.0)
+    return RoutingPolicy(renderers=tuple(ctx.spec.renderers), extra_share=0.0, follow_share=0.0)
 
 
 def route(state: TaskState, ctx: StageContext) -> TaskState:

@@ -111,3 +111,70 @@ def test_every_table_is_represented_including_documents(bundled_dbs):
     )
     assert "PATIENTS" not in withheld.routes and withheld.withheld == ("PATIENTS",)
     assert not any(p.startswith("PATIENTS.") for p in withheld.files)
+
+
+def _registry_and_referrers() -> list[TableMeta]:
+    registry = _meta("admissions", primary_key=("a",))
+    dictionary = _meta("d_items", primary_key=("a",))
+    facts = [
+        _meta(f"events_{i}", foreign_keys=(("a", "admissions", "a"), ("b", "d_items", "a")))
+        for i in range(4)
+    ]
+    return [registry, dictionary, *facts]
+
+
+def test_referenced_tables_follow_their_referrers_into_structured_renderers():
+    from builder.metadata import minimal_carriers
+    from builder.render.routing import READ_PREFERENCE, STRUCTURED
+
+    metas = _registry_and_referrers()
+    for seed in range(12):
+        r = route_tables(metas, seed=seed, policy=RoutingPolicy(extra_share=0.0))
+        assert r.followed and r.to_json()["followed"] is True
+        facts = [t for t in r.tables if t.startswith("events_")]
+        for fact in facts:
+            for renderer in r.tables[fact].renderers:
+                if renderer in STRUCTURED:
+                    assert renderer in r.tables["admissions"].renderers
+                    assert renderer in r.tables["d_items"].renderers
+                    # A question over a fact, its registry and its dictionary needs one carrier.
+                    holders = {t: r.tables[t].renderers for t in (fact, "admissions", "d_items")}
+                    assert len(minimal_carriers(holders, READ_PREFERENCE)) == 1
+        # Documents never take a copy, and each copy is counted once in the batch counters.
+        assert not set(r.tables["admissions"].renderers[1:]) - set(STRUCTURED)
+        used = sum(len(t.renderers) for t in r.tables.values())
+        assert sum(r.counters.values()) == used
+
+
+def test_follow_share_zero_keeps_one_renderer_per_table_and_is_recorded():
+    metas = _registry_and_referrers()
+    r = route_tables(metas, seed=5, policy=RoutingPolicy(extra_share=0.0, follow_share=0.0))
+    assert not r.followed and r.to_json()["followed"] is False
+    assert all(len(t.renderers) == 1 for t in r.tables.values())
+    # The draw is per task: a share in between follows in some tasks and not in others.
+    drawn = {route_tables(metas, seed=s, policy=RoutingPolicy(follow_share=0.5)).followed
+             for s in range(20)}  # fmt: skip
+    assert drawn == {True, False}
+
+
+def test_a_referenced_table_gets_no_renderer_it_cannot_hold():
+    # CSV cannot tell an empty string from NULL: a registry holding one stays out of CSV.
+    registry = _meta("admissions", has_empty_text=True)
+    facts = [_meta(f"f{i}", foreign_keys=(("a", "admissions", "a"),)) for i in range(6)]
+    r = route_tables([registry, *facts], seed=2, policy=RoutingPolicy(extra_share=0.0))
+    assert any("csv" in r.tables[f.name].renderers for f in facts)
+    assert "csv" not in r.tables["admissions"].renderers
+
+
+def test_routing_policy_comes_from_the_build_spec():
+    from builder.spec import stage3_options
+    from dataspace.errors import ConfigError
+
+    opts = stage3_options({"routing": {"follow_share": 0.0, "extra_share": 0.3}})
+    assert opts is not None
+    assert (opts.policy.follow_share, opts.policy.extra_share) == (0.0, 0.3)
+    assert stage3_options({}).policy.follow_share == 1.0
+    with pytest.raises(ConfigError, match=r"stage3.routing: unknown fields \['folow_share'\]"):
+        stage3_options({"routing": {"folow_share": 0.5}})
+    with pytest.raises(ConfigError, match="follow_share must be between 0 and 1"):
+        stage3_options({"routing": {"follow_share": 2}})
