@@ -34,6 +34,8 @@ PAPER = {
     "multimodal share (2+ required modalities)": "32.7% (134/410)",
     "order-sensitive share": "22.4% (92/410)",
     "one / two / three required modalities": "67.3% / 28.0% / 4.6%",
+    "video required (Table 12)": "23.7% (97/410)",
+    "document required (Table 12)": "32.9% (135/410)",
     "answer rows one / multiple": "43.4% / 56.6% (178/232)",
 }
 
@@ -152,6 +154,12 @@ def composition(release: Path) -> dict[str, str]:
         "order-sensitive share": pct(ordered),
         "one / two / three required modalities": " / ".join(
             f"{100 * sizes.get(k, 0) / n:.1f}%" for k in (1, 2, 3)
+        ),
+        "video required (Table 12)": pct(
+            sum(1 for m in mds if "video" in m.get("modalities_required", []))
+        ),
+        "document required (Table 12)": pct(
+            sum(1 for m in mds if {"markdown", "pdf"} & set(m.get("modalities_required", [])))
         ),
         "answer rows one / multiple": f"{100 * (n - multi_rows) / n:.1f}% / "
         f"{100 * multi_rows / n:.1f}% ({n - multi_rows}/{multi_rows})",
