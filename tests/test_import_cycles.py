@@ -3,8 +3,10 @@
 The graph is built statically (``ast``) from every module's explicit import statements,
 wherever they are: module level, ``try``/``if`` blocks and inside functions and methods
 (``if TYPE_CHECKING:`` blocks are left out: they never run). ``from pkg import sub`` is an
-edge to the submodule, ``from pkg import name`` an edge to ``pkg``; the implicit
-initialization of a parent package is not an edge.
+edge to the submodule, ``from pkg import name`` an edge to ``pkg``. Importing
+``a.b.c`` first runs ``a/__init__`` and ``a/b/__init__``, so those are edges too, except
+for the importer's own packages (already running when it imports a sibling): a cycle
+through a package's ``__init__`` fails at import time as surely as a direct one.
 
 Function-level imports count: they keep ``import dataspace`` cheap, but two modules that
 import each other, even lazily, are one layer that pretends to be two, and the lazy import
@@ -90,7 +92,20 @@ def import_graph() -> dict[str, set[str]]:
                 hit = resolve(t)
                 if hit and hit != mod:
                     graph[mod].add(hit)
-    return graph
+    return with_package_inits(graph)
+
+
+def with_package_inits(graph: dict[str, set[str]]) -> dict[str, set[str]]:
+    """``graph`` plus an edge to every package whose ``__init__`` an import runs first."""
+    out = {mod: set(targets) for mod, targets in graph.items()}
+    for mod, targets in graph.items():
+        for hit in targets:
+            parts = hit.split(".")
+            for i in range(1, len(parts)):
+                parent = ".".join(parts[:i])
+                if parent in graph and parent != mod and not mod.startswith(parent + "."):
+                    out[mod].add(parent)
+    return out
 
 
 def cycles(graph: dict[str, set[str]]) -> list[list[str]]:
@@ -145,6 +160,15 @@ def test_the_import_graph_sees_the_packages():
 
 def test_the_detector_finds_a_planted_cycle():
     assert cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
+
+
+def test_a_cycle_through_a_package_init_is_found():
+    # p.x imports q.y, which first runs q/__init__, which imports q.z, which imports p.x.
+    graph = {"p": set(), "p.x": {"q.y"}, "q": {"q.z"}, "q.y": set(), "q.z": {"p.x", "q.y"}}
+    assert cycles(graph) == []
+    assert cycles(with_package_inits(graph)) == [["p.x", "q", "q.z"]]
+    # A module importing a sibling does not depend on its own, already running, package.
+    assert "q" not in with_package_inits(graph)["q.z"]
 
 
 def test_no_import_cycle_in_the_packages():

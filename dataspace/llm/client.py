@@ -43,8 +43,9 @@ from typing import Any
 
 from dataspace.agents.base import EventLog, Usage
 from dataspace.errors import AgentError, ConfigError, InfrastructureError
-from dataspace.llm.limiter import Limiter, endpoint_key, get_limiter
+from dataspace.llm.limiter import Limiter, model_limiter
 from dataspace.llm.usage import Prices, TokenCounts, cost_usd, token_counts
+from dataspace.runs.spec import DEFAULT_CONNECT_TIMEOUT
 
 logger = logging.getLogger(__name__)
 
@@ -357,7 +358,9 @@ class MeteredClient:
         self.extra_body = dict(extra_body or {})
         read = getattr(model, "read_timeout", None)
         self.request_timeout = float(read if read is not None else request_timeout)
-        self.connect_timeout = float(getattr(model, "connect_timeout", 10.0) or 10.0)
+        self.connect_timeout = float(
+            getattr(model, "connect_timeout", None) or DEFAULT_CONNECT_TIMEOUT
+        )
         self.retry = retry or RetryPolicy()
         self.timeout_is_deadline = timeout_is_deadline
         self.events = events
@@ -368,9 +371,7 @@ class MeteredClient:
         self.queue_seconds = 0.0
         key = api_key if api_key is not None else _read_key(model)
         self._client = _openai_client(model, key, default_headers)
-        self.limiter = limiter or get_limiter(
-            endpoint_key(model.base_url, model.id), int(getattr(model, "max_concurrency", 8) or 8)
-        )
+        self.limiter = limiter or model_limiter(model.base_url, model)
 
     # ---- public -----------------------------------------------------------------------
     def complete(

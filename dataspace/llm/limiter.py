@@ -25,6 +25,7 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 
 from dataspace.errors import InfrastructureError
+from dataspace.runs.spec import DEFAULT_MAX_CONCURRENCY
 
 logger = logging.getLogger(__name__)
 
@@ -228,4 +229,18 @@ def get_limiter(key: str, limit: int, *, use_ray: bool | None = None) -> Limiter
         return lim
 
 
-__all__ = ["Lease", "Limiter", "LocalLimiter", "RayLimiter", "endpoint_key", "get_limiter"]
+def model_limiter(base_url: str | None, model: Any) -> Limiter:
+    """The limiter of ``model`` at ``base_url``, with its ``max_concurrency`` permits."""
+    limit = getattr(model, "max_concurrency", None) or DEFAULT_MAX_CONCURRENCY
+    return get_limiter(endpoint_key(base_url, model.id), int(limit))
+
+
+__all__ = [
+    "Lease",
+    "Limiter",
+    "LocalLimiter",
+    "RayLimiter",
+    "endpoint_key",
+    "get_limiter",
+    "model_limiter",
+]

@@ -302,7 +302,7 @@ class WireRelay:
         if normalize_finish_reasons and wire != "chat":
             raise ValueError("finish-reason normalization applies to the chat wire only")
         from dataspace.llm.client import _read_key
-        from dataspace.llm.limiter import endpoint_key, get_limiter
+        from dataspace.llm.limiter import model_limiter
 
         self.wire = wire
         self.model = model
@@ -315,9 +315,7 @@ class WireRelay:
         self.time_left = time_left
         self.request_timeout = request_timeout
         self.prices = Prices.of(model)
-        self.limiter = get_limiter(
-            endpoint_key(upstream_base, model.id), int(getattr(model, "max_concurrency", 8) or 8)
-        )
+        self.limiter = model_limiter(upstream_base, model)
         self.usage = Usage()
         self.tokens = TokenCounts()
         self.calls = 0

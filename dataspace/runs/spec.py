@@ -96,6 +96,12 @@ def is_placeholder(value: str) -> bool:
     return bool(_PLACEHOLDER_RE.search(value))
 
 
+DEFAULT_MAX_CONCURRENCY = 8
+"""Requests in flight at once to one endpoint when its model sets no ``max_concurrency``."""
+DEFAULT_CONNECT_TIMEOUT = 10.0
+"""Seconds to open a connection to a model endpoint when its model sets no timeout."""
+
+
 @dataclass(frozen=True, kw_only=True)
 class ModelSpec:
     """A model behind an OpenAI-compatible endpoint, with prices per million tokens."""
@@ -106,8 +112,8 @@ class ModelSpec:
     price_input: float = 0.0
     price_cached_input: float = 0.0
     price_output: float = 0.0
-    max_concurrency: int = 8
-    connect_timeout: float = 10.0
+    max_concurrency: int = DEFAULT_MAX_CONCURRENCY
+    connect_timeout: float = DEFAULT_CONNECT_TIMEOUT
     read_timeout: float | None = None  # None: the harness's request_timeout
 
     @property
