@@ -12,7 +12,10 @@ API. It is pointed at a ``WireRelay`` instead of the endpoint, and the relay:
   into the attempt's trace (event ``model_call`` with the request body and the raw reply,
   each capped at ``TRACE_BYTES``);
 - meters every call: input, cached input, output and reasoning tokens as the endpoint
-  reported them, cost at the model's prices and latency; ``usage`` sums them.
+  reported them, cost at the model's prices and latency; ``usage`` sums them as the
+  metered client does: a 200 reply is a model call and its seconds model time, any other
+  reply a retry (the harness retries on its own) and its seconds retry time, and the wait
+  for the endpoint's concurrency permit queue time.
 
 Wire APIs (``wire``), as the official baseline's relays and configurations have them:
 
@@ -436,6 +439,7 @@ class WireRelay:
         out_headers["Accept-Encoding"] = "identity"
         url = _upstream_url(self.upstream_base, path)
         request = urllib.request.Request(url, data=body, headers=out_headers, method="POST")
+        queued = time.monotonic()
         lease = None if counting else self.limiter.acquire(ttl=timeout + 60.0)
         started = time.monotonic()
         raw = bytearray()
@@ -481,11 +485,22 @@ class WireRelay:
                 self.limiter.release(lease)
         if counting:
             return
-        self._meter(status, time.monotonic() - started, req, bytes(raw), omitted)
+        self._meter(status, time.monotonic() - started, started - queued, req, bytes(raw), omitted)
 
     def _meter(
-        self, status: int, seconds: float, req: Mapping[str, Any], raw: bytes, omitted: int
+        self,
+        status: int,
+        seconds: float,
+        queued: float,
+        req: Mapping[str, Any],
+        raw: bytes,
+        omitted: int,
     ) -> None:
+        """Account one forwarded request as the metered client does.
+
+        A reply with status 200 is a model call (its seconds are model time); any other is
+        a failed try that the harness retries on its own (a retry and retry time).
+        """
         call = parse_usage(self.wire, raw) if status == 200 else None
         tokens = call.tokens if call else TokenCounts()
         cost = cost_usd(tokens, self.prices)
@@ -493,8 +508,13 @@ class WireRelay:
             self.calls += 1
             self.tokens = self.tokens.plus(tokens)
             u = self.usage
-            u.model_calls += 1
-            u.model_seconds += seconds
+            if status == 200:
+                u.model_calls += 1
+                u.model_seconds += seconds
+            else:
+                u.retries += 1
+                u.retry_seconds += seconds
+            u.queue_seconds += queued
             u.input_tokens += tokens.input_tokens
             u.cached_input_tokens += tokens.cached_input_tokens
             u.output_tokens += tokens.output_tokens
@@ -510,6 +530,7 @@ class WireRelay:
                 wire=self.wire,
                 status=status,
                 seconds=round(seconds, 6),
+                queue_seconds=round(queued, 6),
                 model=req.get("model"),
                 reply_model=call.model if call else None,
                 finish=call.finish if call else None,

@@ -239,3 +239,43 @@ def test_parse_usage_reads_each_wire():
 def test_keep_recent_images_rejects_a_non_positive_cap():
     with pytest.raises(ValueError):
         keep_recent_images({"messages": []}, 0)
+
+
+def test_failed_replies_count_as_retries_not_model_calls(tmp_path, sock):
+    """A 500 the harness retries is retry time, as in the metered client; the 200 is the call."""
+    steps = [
+        {
+            "shell": "ls /workspace",
+            "usage": {"prompt_tokens": 100, "completion_tokens": 10},
+            "faults": [{"status": 500, "times": 2}],
+            "delay": 0.05,
+        }
+    ]
+    with ScriptedResponsesServer({"task_1": steps}) as srv:
+        model = ModelSpec(id="backbone", base_url=srv.url, key_env=None, **PRICES)
+        events = EventLog(tmp_path / "events.jsonl")
+        with WireRelay(
+            wire="responses", model=model, upstream_base=srv.url, events=events, api_key=KEY
+        ) as relay:
+            relay.serve_unix(sock)
+            body = {
+                "model": "backbone",
+                "stream": True,
+                "input": [{"type": "message", "role": "user", "content": "Task ID: task_1"}],
+                "tools": [{"type": "function", "name": "exec_command"}],
+            }
+            statuses = [_post(sock, "/v1/responses", body, relay.token)[0] for _ in range(3)]
+        events.close()
+    assert statuses == [500, 500, 200]
+    u = relay.usage
+    assert (u.model_calls, u.retries, relay.calls) == (1, 2, 3)
+    calls = [e for e in _events(tmp_path / "events.jsonl") if e["type"] == "model_call"]
+    assert [c["status"] for c in calls] == [500, 500, 200]
+    # Model time is the successful reply's (scripted to take at least 50 ms), retry time the
+    # failed ones', each as its trace event says.
+    assert u.model_seconds >= 0.05
+    assert u.model_seconds == pytest.approx(calls[2]["seconds"], abs=1e-5)
+    assert u.retry_seconds == pytest.approx(calls[0]["seconds"] + calls[1]["seconds"], abs=1e-5)
+    assert u.queue_seconds == pytest.approx(sum(c["queue_seconds"] for c in calls), abs=1e-5)
+    assert (u.input_tokens, u.output_tokens) == (100, 10)
+    assert relay.finishes == ["http_500", "http_500", "completed"]

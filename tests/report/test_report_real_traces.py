@@ -393,7 +393,8 @@ def test_native_cli_trace_reads_as_a_conversation(browser, run, harness):
     # the rate-limited request is a retry on the first turn, not a turn
     turns, retries = len(NATIVE_SCRIPT), len(NATIVE_FAULTS[harness])
     assert page.eval("document.querySelectorAll('section.turn').length") == turns
-    assert row["model_calls"] == turns + retries
+    # the relay meters as the client does: a failed request is a retry, not a model call
+    assert (row["model_calls"], row["model_retries"]) == (turns, retries)
     assert page.eval("document.querySelectorAll('#turn-1 .infra-retry').length") == retries
     assert page.eval("document.querySelectorAll('.tool-call').length") == row["tool_actions"] == 2
     counts = page.eval("document.getElementById('counts').textContent")
