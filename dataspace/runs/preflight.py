@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import functools
 import logging
+import os
 import shutil
 import socket
 import tempfile
@@ -164,6 +165,9 @@ def check_spec(
             called.add(ident)
             add(_check_endpoint(probed, where, wire=wire))
     add(_timed("sandbox", lambda: _check_sandbox(spec)))
+    relay = _check_relay_address(spec)
+    if relay is not None:
+        add(relay)
     if spec.sandbox.backend == "local":
         root = str(spec.sandbox.options.get("runtime_root") or _runtime_root())
         add(_timed("sandbox.workbench", functools.partial(check_workbench, root)))
@@ -439,6 +443,31 @@ def _check_sandbox(spec: RunSpec) -> str | tuple[str, bool]:
     if spec.sandbox.image and name == "local":
         return (f"local backend ready (it does not use sandbox.image {spec.sandbox.image!r})", True)
     return f"{name} backend ready"
+
+
+def _check_relay_address(spec: RunSpec) -> Check | None:
+    """Where native-harness pods reach this controller's relays (None: no such agent)."""
+    from dataspace.agents.native.install import PINS
+
+    if spec.sandbox.backend != "kubernetes" or not any(a.harness in PINS for a in spec.agents):
+        return None
+    from dataspace.sandbox.kubernetes import RELAY_ADDRESS_FIX
+
+    key = "sandbox.options.relay_address"
+    address = spec.sandbox.options.get("relay_address")
+    if address:
+        return Check(key=key, ok=True, message=f"native-harness pods dial {address}")
+    pod_ip = os.environ.get("POD_IP")
+    if pod_ip:
+        return Check(key=key, ok=True, message=f"native-harness pods dial $POD_IP ({pod_ip})")
+    if spec.ray_address:  # the attempts run on the cluster's workers, whose $POD_IP this is not
+        return Check(
+            key=key,
+            ok=True,
+            warning=True,
+            message=f"$POD_IP is not set here, so each Ray worker needs it: {RELAY_ADDRESS_FIX}",
+        )
+    return Check(key=key, ok=False, message=RELAY_ADDRESS_FIX)
 
 
 def _check_store(spec: RunSpec) -> str:

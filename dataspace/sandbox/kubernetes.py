@@ -115,6 +115,13 @@ from dataspace.store.retry import backoff_delay
 
 logger = logging.getLogger(__name__)
 
+RELAY_ADDRESS_FIX = (
+    "a native harness needs the address sandbox pods dial to reach this controller: set "
+    "sandbox.options.relay_address or $POD_IP (the downward API's status.podIP, as "
+    "k8s/base/raycluster.yaml sets it)"
+)
+"""What to do when a native harness's relay has no address (preflight says it too)."""
+
 NATIVE_HARNESS_LABEL = "native-harness"
 """The sandbox label (``dataspace.io/native-harness`` on the pod) that the NetworkPolicy
 ``native-harness-egress-to-relay`` selects."""
@@ -287,11 +294,7 @@ class KubernetesSandbox:
     def _relay_endpoint(opts: KubernetesOptions) -> dict[str, Any]:
         address = opts.relay_address or os.environ.get("POD_IP")
         if not address:
-            raise ConfigError(
-                "kubernetes sandbox backend: a native harness needs the address sandbox pods "
-                "dial to reach this controller: set sandbox.options.relay_address or $POD_IP "
-                "(the downward API's status.podIP, as k8s/base/raycluster.yaml sets it)"
-            )
+            raise ConfigError(f"kubernetes sandbox backend: {RELAY_ADDRESS_FIX}")
         return {
             "bind": opts.relay_bind or address,
             "address": address,

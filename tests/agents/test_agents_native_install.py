@@ -138,3 +138,42 @@ def test_preflight_names_a_missing_cli_and_probes_the_upstream_base(tmp_path, mo
     probe = by["agents[0].model.base_url/id"]
     assert probe.ok, probe.message
     assert url in probe.message
+
+
+def test_preflight_says_where_native_pods_reach_the_relay(tmp_path, monkeypatch):
+    """Guards the Kubernetes relay address: with neither ``relay_address`` nor ``$POD_IP``,
+    a run whose attempts start here fails preflight with the fix (not at its first native
+    attempt); on a Ray cluster the workers' own ``$POD_IP`` counts, so it is a warning."""
+    from dataspace.runs.preflight import check_spec
+    from dataspace.runs.spec import parse_spec
+
+    def spec(options: dict, ray_address: str | None = None, harness: str = "codex"):
+        raw = {
+            "run_id": "pf",
+            "release": str(tmp_path),
+            "store": str(tmp_path / "store"),
+            "agents": [{"name": harness, "harness": harness, "model": {"id": "m"}}],
+            "sandbox": {"backend": "kubernetes", "image": "ds-runtime:1", "options": options},
+        }
+        if ray_address:
+            raw["ray"] = {"address": ray_address}
+        return parse_spec(raw, source="test")
+
+    def relay(s):
+        checks = check_spec(s, call_models=False, check_release=False).checks
+        found = [c for c in checks if c.key == "sandbox.options.relay_address"]
+        return found[0] if found else None
+
+    monkeypatch.delenv("POD_IP", raising=False)
+    missing = relay(spec({}))
+    assert missing is not None and not missing.ok
+    assert "set sandbox.options.relay_address or $POD_IP" in missing.message
+    remote = relay(spec({}, ray_address="ray://127.0.0.1:1"))
+    assert remote is not None and remote.ok and remote.warning
+    assert "each Ray worker needs it" in remote.message
+    given = relay(spec({"relay_address": "10.0.0.7"}))
+    assert given is not None and given.ok and "10.0.0.7" in given.message
+    monkeypatch.setenv("POD_IP", "10.0.0.9")
+    assert "10.0.0.9" in relay(spec({})).message
+    # Harnesses that run in the sandbox need no relay.
+    assert relay(spec({}, harness="dataspace-agent")) is None
