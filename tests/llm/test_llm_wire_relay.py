@@ -63,18 +63,11 @@ def sock(tmp_path: Path) -> Path:
     return tmp_path / "relay.sock"
 
 
-def test_responses_relay_streams_meters_and_adds_the_key(tmp_path, sock):
-    steps = [
-        {
-            "shell": "ls /workspace",
-            "usage": {
-                "prompt_tokens": 900,
-                "cached_tokens": 600,
-                "completion_tokens": 70,
-                "reasoning_tokens": 20,
-            },
-        },
-    ]
+def _responses_relay(
+    tmp_path: Path, sock: Path, steps: list[dict[str, Any]], *, posts: int
+) -> tuple[ScriptedResponsesServer, WireRelay, list[tuple[int, bytes, dict]]]:
+    """Post one Responses request ``posts`` times through a relay to the scripted server;
+    the relay's trace goes to ``tmp_path/events.jsonl``."""
     with ScriptedResponsesServer({"task_1": steps}) as srv:
         model = ModelSpec(id="backbone", base_url=srv.url, key_env=None, **PRICES)
         events = EventLog(tmp_path / "events.jsonl")
@@ -88,8 +81,24 @@ def test_responses_relay_streams_meters_and_adds_the_key(tmp_path, sock):
                 "input": [{"type": "message", "role": "user", "content": "Task ID: task_1"}],
                 "tools": [{"type": "function", "name": "exec_command"}],
             }
-            status, raw, headers = _post(sock, "/v1/responses", body, relay.token)
+            replies = [_post(sock, "/v1/responses", body, relay.token) for _ in range(posts)]
         events.close()
+    return srv, relay, replies
+
+
+def test_responses_relay_streams_meters_and_adds_the_key(tmp_path, sock):
+    steps = [
+        {
+            "shell": "ls /workspace",
+            "usage": {
+                "prompt_tokens": 900,
+                "cached_tokens": 600,
+                "completion_tokens": 70,
+                "reasoning_tokens": 20,
+            },
+        },
+    ]
+    srv, relay, ((status, raw, headers),) = _responses_relay(tmp_path, sock, steps, posts=1)
     assert status == 200 and headers["Content-Type"].startswith("text/event-stream")
     assert b"response.completed" in raw and b'"exec_command"' in raw
     # the endpoint saw the real key, never the token
@@ -251,22 +260,8 @@ def test_failed_replies_count_as_retries_not_model_calls(tmp_path, sock):
             "delay": 0.05,
         }
     ]
-    with ScriptedResponsesServer({"task_1": steps}) as srv:
-        model = ModelSpec(id="backbone", base_url=srv.url, key_env=None, **PRICES)
-        events = EventLog(tmp_path / "events.jsonl")
-        with WireRelay(
-            wire="responses", model=model, upstream_base=srv.url, events=events, api_key=KEY
-        ) as relay:
-            relay.serve_unix(sock)
-            body = {
-                "model": "backbone",
-                "stream": True,
-                "input": [{"type": "message", "role": "user", "content": "Task ID: task_1"}],
-                "tools": [{"type": "function", "name": "exec_command"}],
-            }
-            statuses = [_post(sock, "/v1/responses", body, relay.token)[0] for _ in range(3)]
-        events.close()
-    assert statuses == [500, 500, 200]
+    _, relay, replies = _responses_relay(tmp_path, sock, steps, posts=3)
+    assert [status for status, _, _ in replies] == [500, 500, 200]
     u = relay.usage
     assert (u.model_calls, u.retries, relay.calls) == (1, 2, 3)
     calls = [e for e in _events(tmp_path / "events.jsonl") if e["type"] == "model_call"]
