@@ -4,7 +4,7 @@ Run as a script by :mod:`dataspace.sandbox.local` with ``python -S -I`` (standar
 only, no ``json``: it is the slowest import here). Arguments are ``key=value`` words
 followed by filesystem operations, each a word and its fields::
 
-    _init.py id=<sandbox id> ppid=<controller pid> deadline=<CLOCK_MONOTONIC seconds>
+    _init.py id=<sandbox id> ppid=<controller pid> wall=<seconds>
         root=<empty host folder> userns=<inner:outer-uid:outer-gid|->
         late_userns=<inner:outer-uid:outer-gid|->
         bind <src> <dst> | link <target> <dst> | tmpfs <dst> <options> | dev | proc
@@ -14,8 +14,10 @@ Two processes result. The first stays in the controller's PID namespace, dies wi
 controller (``PR_SET_PDEATHSIG``) and waits for the second, which is PID 1 of the new PID
 namespace and dies with the first (``PR_SET_PDEATHSIG`` again). PID 1 mounts a private
 tmpfs as the new root, binds the listed folders read-only, mounts /proc, a minimal /dev and
-the tmpfs scratch folders, pivots into it, prints ``ready`` with its timings and then only
-reaps orphans; at the sandbox deadline it kills every other process of the namespace.
+the tmpfs scratch folders, pivots into it, prints ``ready`` with its timings and its
+deadline (``wall`` seconds from then: the sandbox's wall clock starts when it is ready, as
+a pod's does) and then only reaps orphans; at the deadline it kills every other process of
+the namespace.
 When PID 1 dies, the kernel kills everything left in its PID namespace.
 
 User namespaces. An unprivileged controller (``userns=``) unshares one together with the
@@ -27,8 +29,8 @@ the given host ids. Commands join it last (``nsenter -U``), so each sandbox has 
 namespace and with it its own user keyrings.
 
 Protocol on stdout (which the controller reads until end of file): ``pid <host pid of PID
-1>``, then ``ready <setup seconds> <workspace bind seconds> <host path hidden: 1 or 0>``
-or ``error <message>``.
+1>``, then ``ready <setup seconds> <workspace bind seconds> <host path hidden: 1 or 0>
+<deadline, CLOCK_MONOTONIC seconds>`` or ``error <message>``.
 """
 
 import contextlib
@@ -386,12 +388,16 @@ def main(argv):
     except Exception as exc:
         say(f"error {exc}")
         os._exit(1)
-    say(f"ready {time.monotonic() - started:.6f} {workspace_seconds:.6f} {int(hidden)}")
+    deadline = time.monotonic() + float(config["wall"])
+    say(
+        f"ready {time.monotonic() - started:.6f} {workspace_seconds:.6f} {int(hidden)} "
+        f"{deadline:.6f}"
+    )
     devnull = os.open("/dev/null", os.O_RDWR)
     for fd in (0, 1, 2):
         os.dup2(devnull, fd)
     os.close(devnull)
-    serve(float(config["deadline"]))
+    serve(deadline)
     return 0
 
 

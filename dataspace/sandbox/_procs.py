@@ -14,7 +14,7 @@ import queue
 import signal
 import subprocess
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from concurrent.futures import Future
 from typing import Any
 
@@ -102,31 +102,65 @@ class Spawner:
     ``PR_SET_PDEATHSIG`` fires when the *thread* that forked the child ends, not the
     process. Sandboxes are often created from worker threads that come and go, so their
     init processes are forked here, by a daemon thread that lives as long as the process.
+
+    A child also inherits its forking thread's seccomp filter and ``no_new_privs``, so a
+    spawner with ``setup`` (``Filter.install_on_thread``) starts every process under that
+    filter while the process's other threads run without it; CPython then forks with its
+    ``vfork`` fast path, where a ``preexec_fn`` would force a full fork of the controller.
+
+    Args:
+        setup: run first on the thread (again after a fork: the copy has no such thread);
+            when it raises, :meth:`start` and :meth:`popen` raise ``OSError`` with it.
+        name: the thread's name.
     """
 
-    def __init__(self) -> None:
+    def __init__(
+        self, setup: Callable[[], None] | None = None, name: str = "sandbox-spawner"
+    ) -> None:
+        self._setup = setup
+        self._name = name
         self._lock = threading.Lock()
         self._queue: queue.SimpleQueue[tuple[Future[subprocess.Popen[bytes]], list[str], dict]]
         self._queue = queue.SimpleQueue()
         self._owner_pid: int | None = None
+        self._error: BaseException | None = None
 
-    def popen(self, argv: list[str], **kwargs: Any) -> subprocess.Popen[bytes]:
-        """``subprocess.Popen(argv, **kwargs)``, run on the spawner thread."""
+    def start(self) -> None:
+        """Start the thread unless this process has it.
+
+        Raises:
+            OSError: ``setup`` failed on it.
+        """
         with self._lock:
             if self._owner_pid != os.getpid():  # first use, or first use after a fork
                 self._queue = queue.SimpleQueue()
+                self._error = None
+                ready = threading.Event()
                 thread = threading.Thread(
-                    target=self._serve, args=(self._queue,), name="sandbox-spawner", daemon=True
+                    target=self._serve, args=(self._queue, ready), name=self._name, daemon=True
                 )
                 thread.start()
+                ready.wait()
                 self._owner_pid = os.getpid()
-            requests = self._queue
+            if self._error is not None:
+                raise OSError(f"{self._name}: {self._error}")
+
+    def popen(self, argv: list[str], **kwargs: Any) -> subprocess.Popen[bytes]:
+        """``subprocess.Popen(argv, **kwargs)``, run on the spawner thread."""
+        self.start()
         future: Future[subprocess.Popen[bytes]] = Future()
-        requests.put((future, argv, kwargs))
+        self._queue.put((future, argv, kwargs))
         return future.result()
 
-    @staticmethod
-    def _serve(requests: queue.SimpleQueue) -> None:
+    def _serve(self, requests: queue.SimpleQueue, ready: threading.Event) -> None:
+        try:
+            if self._setup is not None:
+                self._setup()
+        except Exception as exc:  # reported to every caller; the thread ends
+            self._error = exc
+            ready.set()
+            return
+        ready.set()
         while True:
             future, argv, kwargs = requests.get()
             try:

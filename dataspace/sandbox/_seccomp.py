@@ -2,7 +2,7 @@
 
 Every command of a local sandbox runs under this filter. It is assembled here (about forty
 instructions, no dependency) and installed with ``prctl`` on one thread of the controller
-(:class:`Spawner`), which starts every command's ``nsenter`` chain. A filter and
+(``_procs.Spawner``), which starts every command's ``nsenter`` chain. A filter and
 ``no_new_privs`` belong to a thread, and a child inherits those of the thread that forked
 it, so every process a command starts runs under the filter and none can remove it, while
 the controller's other threads run without one. Installing it in each child instead (a
@@ -32,12 +32,10 @@ from __future__ import annotations
 import ctypes
 import errno
 import os
-import queue
 import struct
-import subprocess
 import threading
-from concurrent.futures import Future
-from typing import Any
+
+from dataspace.sandbox import _procs
 
 # (syscall, x86_64 number, aarch64 number); None where the architecture has no such call.
 _TABLE: tuple[tuple[str, int | None, int | None], ...] = (
@@ -241,7 +239,7 @@ class _SockFprog(ctypes.Structure):
 
 
 class Filter:
-    """The filter, assembled once, ready to install on a thread (:class:`Spawner`).
+    """The filter, assembled once, ready to install on a thread (``_procs.Spawner``).
 
     Raises:
         OSError: this architecture has no syscall table here.
@@ -267,80 +265,18 @@ class Filter:
         """The program as the kernel reads it (``struct sock_filter`` array)."""
         return b"".join(struct.pack("=HBBI", *i) for i in program(self.arch))
 
-    def install(self) -> None:
-        """Set ``no_new_privs`` and install the filter on the calling thread, for good."""
+    def install_on_thread(self) -> None:
+        """Set ``no_new_privs`` and install the filter on the calling thread, for good.
+
+        Raises:
+            OSError: ``prctl`` failed, or the kernel does not report the filter after it.
+        """
         if self._prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0:
             raise OSError(ctypes.get_errno(), "prctl(PR_SET_NO_NEW_PRIVS) failed")
         if self._prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, self._address, 0, 0) != 0:
             raise OSError(ctypes.get_errno(), "prctl(PR_SET_SECCOMP) failed")
-
-
-class Spawner:
-    """Starts processes from one thread of this process that runs under ``filter``.
-
-    The thread starts on the first :meth:`popen` (again in a forked copy of this process,
-    which has no such thread), installs the filter on itself, checks in
-    ``/proc/thread-self/status`` that the kernel holds it, and then only runs
-    ``subprocess.Popen`` for callers, one at a time (each about a millisecond).
-    """
-
-    def __init__(self, seccomp_filter: Filter) -> None:
-        self.filter = seccomp_filter
-        self._lock = threading.Lock()
-        self._queue: queue.SimpleQueue[tuple[Future[subprocess.Popen[bytes]], list[str],
-                                             dict[str, Any]]] = queue.SimpleQueue()  # fmt: skip
-        self._owner: int | None = None  # pid whose thread serves the queue
-        self._error: BaseException | None = None
-
-    def popen(self, argv: list[str], **kwargs: Any) -> subprocess.Popen[bytes]:
-        """``subprocess.Popen(argv, **kwargs)``, forked by the filtered thread.
-
-        Raises:
-            OSError: the filter could not be installed, or ``Popen`` failed.
-        """
-        self.start()
-        future: Future[subprocess.Popen[bytes]] = Future()
-        self._queue.put((future, argv, kwargs))
-        return future.result()
-
-    def start(self) -> None:
-        """Start the filtered thread unless this process has it already.
-
-        Raises:
-            OSError: the filter could not be installed on it.
-        """
-        with self._lock:
-            if self._owner != os.getpid():
-                self._owner = os.getpid()
-                self._error = None
-                self._queue = queue.SimpleQueue()
-                ready = threading.Event()
-                threading.Thread(
-                    target=self._serve, args=(self._queue, ready), name="sandbox-seccomp-spawner",
-                    daemon=True,
-                ).start()  # fmt: skip
-                ready.wait()
-            if self._error is not None:
-                raise OSError(errno.EPERM, f"seccomp filter not installed: {self._error}")
-
-    def _serve(self, requests: queue.SimpleQueue[Any], ready: threading.Event) -> None:
-        try:
-            self.filter.install()
-            if _thread_seccomp_mode() != SECCOMP_MODE_FILTER:
-                raise OSError(errno.EPERM, "the kernel reports no filter on the thread")
-        except OSError as exc:
-            self._error = exc
-            ready.set()
-            return
-        ready.set()
-        while True:
-            future, argv, kwargs = requests.get()
-            if not future.set_running_or_notify_cancel():
-                continue
-            try:
-                future.set_result(subprocess.Popen(argv, **kwargs))
-            except BaseException as exc:  # handed to the caller, who raises it
-                future.set_exception(exc)
+        if _thread_seccomp_mode() != SECCOMP_MODE_FILTER:
+            raise OSError(errno.EPERM, "the kernel reports no seccomp filter on the thread")
 
 
 def _thread_seccomp_mode() -> int | None:
@@ -353,3 +289,22 @@ def _thread_seccomp_mode() -> int | None:
     except OSError:
         return None
     return None
+
+
+_SPAWNER: _procs.Spawner | None = None
+_SPAWNER_LOCK = threading.Lock()
+
+
+def spawner() -> _procs.Spawner:
+    """This process's one spawner whose thread runs under the filter (backends share it).
+
+    Raises:
+        OSError: this architecture has no syscall table here.
+    """
+    global _SPAWNER
+    with _SPAWNER_LOCK:
+        if _SPAWNER is None:
+            _SPAWNER = _procs.Spawner(
+                setup=Filter().install_on_thread, name="sandbox-seccomp-spawner"
+            )
+        return _SPAWNER

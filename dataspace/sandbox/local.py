@@ -8,22 +8,22 @@ as the controller, because ``PR_SET_PDEATHSIG``, which the init sets, fires when
 *thread* that forked it ends. The init unshares the mount, network, PID, IPC and UTS
 namespaces and forks PID 1 of the new PID namespace, which dies with its parent in turn.
 PID 1 mounts a tmpfs as the new root and fills it: read-only bind mounts of ``/usr`` and
-``/etc``, the ``/bin``-style links, the Data Workbench Runtime (``workbench.py``: its
-Python at ``/usr/local``, where the official image has it, and ``/opt/dataspace`` with
-``TOOLS.md`` and the native harnesses), the workspace read-only at ``/workspace`` (as a
-read-only overlay built from detached mounts, so ``/proc/self/mountinfo`` shows no host
-path); size-limited tmpfs mounts at ``/output`` and ``/tmp``; a ``/proc`` of the new PID
-namespace and a ``/dev`` with only null, zero, random and urandom. Nothing of the
-controller's Python or virtual environment is there. It pivots into that root and from
-then on only reaps orphans and, at the sandbox deadline, kills every other process of its
-namespace. Every sandbox has a user namespace of its own (and so its own user keyrings):
-as root, PID 1 unshares it last, owning nothing, and the init's first process maps the
-sandbox uid 65534 to the host's 65534; unprivileged, it is unshared first with the other
-namespaces and maps 65534 to the controller's own ids. The new network namespace has no
-interface up, so there is no route anywhere, not even to the host's loopback. Staging a
-workspace is one mount, nothing is copied, and every mount lives and dies with the
-sandbox's mount namespace: the host's mount table never changes. Creating takes one
-Python start-up (~10 ms).
+``/etc``, the ``/bin``-style links, the Data Workbench Runtime (``workbench.py``: its Python
+at ``/usr/local``, where the official image has it, and ``/opt/dataspace`` with ``TOOLS.md``
+and the native harnesses), the workspace read-only at ``/workspace`` (as a read-only overlay
+built from detached mounts, so ``/proc/self/mountinfo`` shows no host path); size-limited
+tmpfs mounts at ``/output`` and ``/tmp``; a ``/proc`` of the new PID namespace and a
+``/dev`` with only null, zero, random and urandom. Nothing of the controller's Python or
+virtual environment is there. It pivots into that root and from then on only reaps orphans
+and, at the sandbox deadline (``Limits.wall_seconds`` from the moment it is ready, as for a
+pod), kills every other process of its namespace. Every sandbox has a user namespace of its
+own (and so its own user keyrings): as root, PID 1 unshares it last, owning nothing, and the
+init's first process maps the sandbox uid 65534 to the host's 65534; unprivileged, it is
+unshared first with the other namespaces and maps 65534 to the controller's own ids. The new
+network namespace has no interface up, so there is no route anywhere, not even to the host's
+loopback. Staging a workspace is one mount, nothing is copied, and every mount lives and
+dies with the sandbox's mount namespace: the host's mount table never changes. Creating
+takes one Python start-up (~10 ms).
 
 **Exec.** Each command is a chain of small util-linux programs, no Python. The controller
 starts it from one thread that runs under the seccomp filter (``_seccomp.py``: the usual
@@ -203,11 +203,11 @@ class LocalBackend:
         self.runtime = workbench.read_manifest(self.runtime_root)
         self.system_ops = _system_ops(self.runtime_root)
         self.seccomp: _seccomp.Filter | None = None
-        self._spawner: _seccomp.Spawner | None = None
+        self._spawner: _procs.Spawner | None = None
         if seccomp:
             try:
                 self.seccomp = _seccomp.Filter()
-                self._spawner = _seccomp.Spawner(self.seccomp)
+                self._spawner = _seccomp.spawner()
                 self._spawner.start()
             except OSError as exc:
                 raise SandboxError(
@@ -425,7 +425,7 @@ class LocalSandbox:
         self._closed = False
         self._execs = 0
         self._running: dict[int, int] = {}  # command number -> session (rlimit mode)
-        self._deadline = started + self.limits.wall_seconds
+        self._deadline = started + self.limits.wall_seconds  # until PID 1 says its own
         self._dir = backend.state_dir / self.id
         self._cgroup: _cgroup.SandboxCgroup | None = None
         self._init: subprocess.Popen[bytes] | None = None
@@ -479,7 +479,7 @@ class LocalSandbox:
         script = str(Path(__file__).with_name("_init.py"))
         argv = [
             sys.executable or "/usr/bin/python3", "-S", "-I", script,
-            f"id={self.id}", f"ppid={os.getpid()}", f"deadline={self._deadline:.6f}",
+            f"id={self.id}", f"ppid={os.getpid()}", f"wall={limits.wall_seconds:.6f}",
             f"root={self._dir / 'root'}", f"userns={userns}", f"late_userns={late_userns}",
         ]  # fmt: skip
         # /tmp first: the host's Python or venv may live under /tmp (a CI clone, say), and
@@ -530,6 +530,7 @@ class LocalSandbox:
         ready = words["ready"][0].split()
         setup, bind = float(ready[0]), float(ready[1])
         self.host_path_hidden = len(ready) > 2 and ready[2] == "1"
+        self._deadline = float(ready[3])  # the wall clock starts once the sandbox is ready
         # Held until close: file calls never go through a pid that could be reused.
         flags = os.O_PATH | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
         self._output_fd = os.open(f"/proc/{self._pid1}/root{OUTPUT_DIR}", flags)
