@@ -93,6 +93,12 @@ def _finite(v: Any) -> bool:
 
 def pareto_figure(pareto: Any, labels: Sequence[str]) -> str | None:
     """Accuracy against tokens, cost, actions and latency; dashed lines join each front."""
+    fig = pareto_plot(pareto, labels)
+    return None if fig is None else _svg(fig, "pareto")
+
+
+def pareto_plot(pareto: Any, labels: Sequence[str]) -> Any:
+    """The figure of :func:`pareto_figure` (None when there is nothing to plot)."""
     import matplotlib
 
     metrics = [
@@ -112,6 +118,7 @@ def pareto_figure(pareto: Any, labels: Sequence[str]) -> str | None:
                 & pareto["value"].map(_finite)
                 & pareto["accuracy_pct"].map(_finite)
             ]
+            notes = []
             for r in sub.itertuples(index=False):
                 ax.scatter(
                     [r.value],
@@ -122,13 +129,16 @@ def pareto_figure(pareto: Any, labels: Sequence[str]) -> str | None:
                     edgecolors="white",
                     linewidths=0.6,
                 )
-                ax.annotate(
-                    str(r.label),
-                    (r.value, r.accuracy_pct),
-                    fontsize=7,
-                    xytext=(4, 3),
-                    textcoords="offset points",
+                notes.append(
+                    ax.annotate(
+                        str(r.label),
+                        (r.value, r.accuracy_pct),
+                        fontsize=7,
+                        xytext=(4, 3),
+                        textcoords="offset points",
+                    )
                 )
+            spread_labels(fig, notes)
             front = sub[sub["on_front"]].sort_values("value")
             if len(front) > 1:
                 ax.plot(
@@ -140,7 +150,36 @@ def pareto_figure(pareto: Any, labels: Sequence[str]) -> str | None:
         for ax in axes[len(metrics) :]:
             ax.set_visible(False)
         fig.suptitle("Accuracy–efficiency trade-offs (dashed: Pareto front)")
-    return _svg(fig, "pareto")
+    return fig
+
+
+def spread_labels(fig: Any, notes: list[Any], gap_points: float = 1.0) -> None:
+    """Move point labels up until no two overlap (agents with similar figures).
+
+    Labels are placed from the lowest up; one that overlaps a placed label moves above it.
+    Offsets are in points, so they hold when the figure is laid out again on saving.
+    """
+    if len(notes) < 2:
+        return
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+
+    if not isinstance(fig.canvas, FigureCanvasAgg):
+        FigureCanvasAgg(fig)
+    fig.draw_without_rendering()  # the layout, so label extents are final
+    renderer = fig.canvas.get_renderer()
+    points_per_pixel = 72.0 / fig.dpi
+    placed: list[Any] = []
+    for note in sorted(notes, key=lambda n: n.get_window_extent(renderer).y0):
+        box = note.get_window_extent(renderer)
+        for _ in range(len(placed) + 1):
+            above = [p for p in placed if box.overlaps(p)]
+            if not above:
+                break
+            shift = max(p.y1 for p in above) - box.y0 + gap_points / points_per_pixel
+            x, y = note.xyann
+            note.xyann = (x, y + shift * points_per_pixel)
+            box = note.get_window_extent(renderer)
+        placed.append(box)
 
 
 def accuracy_figure(accuracy: Any) -> str | None:

@@ -129,6 +129,27 @@ def efficiency_display(eff: Any) -> Any:
     return pd.DataFrame(rows)
 
 
+EFFICIENCY_ACTIONS = (
+    "actions mean (median)",
+    "turns mean (median)",
+    "latency s mean (P90)",
+    "working s mean",
+    "tokens K correct / incorrect",
+    "actions correct / incorrect",
+)
+"""The extended efficiency columns shown in a second table (one table would not fit a
+1,366-pixel screen)."""
+
+
+def efficiency_tables(eff: Any) -> tuple[Any, Any]:
+    """The extended efficiency table as two: tokens and cost, then actions and time."""
+    full = efficiency_display(eff)
+    if "agent" not in full.columns:  # no agent was measured
+        return full, full
+    actions = [c for c in EFFICIENCY_ACTIONS if c in full.columns]
+    return full.drop(columns=actions), full[["agent", *actions]]
+
+
 def pretty(column: str) -> str:
     """A display header for a machine column name.
 
@@ -299,10 +320,11 @@ def render_html(data: ReportData) -> str:
         "output per task in thousands, mean (median); latency mean (P90).</p>"
     )
     sections.append(_table(data, "efficiency_paper", t["efficiency_paper"], {}))
-    sections.append("<h3>Extended</h3>")
-    sections.append(
-        _table(data, "efficiency", efficiency_display(t["efficiency"]), {"accuracy %": PCT})
-    )
+    tokens, actions = efficiency_tables(t["efficiency"])
+    sections.append("<h3>Extended: tokens and cost</h3>")
+    sections.append(_table(data, "efficiency", tokens, {"accuracy %": PCT}))
+    sections.append("<h3>Extended: actions and time</h3>")
+    sections.append(_table(data, "efficiency_actions", actions, {}))
     sections.append('<h2 id="timings">Latency and phase timings (seconds)</h2>')
     tim = t["timings"].rename(columns={"label": "agent"})
     sections.append(_table(data, "timings", tim, dict.fromkeys(tim.columns[1:], ".2f")))
@@ -465,9 +487,13 @@ def render_markdown(data: ReportData) -> str:
         "",
         md(t["efficiency_paper"]),
         "",
-        "### Extended",
+        "### Extended: tokens and cost",
         "",
-        md(efficiency_display(t["efficiency"]), formats={"accuracy %": PCT}),
+        md(efficiency_tables(t["efficiency"])[0], formats={"accuracy %": PCT}),
+        "",
+        "### Extended: actions and time",
+        "",
+        md(efficiency_tables(t["efficiency"])[1]),
         "",
         "## Latency and phase timings (seconds)",
         "",
@@ -538,6 +564,7 @@ __all__ = [
     "ReportData",
     "accuracy_display",
     "efficiency_display",
+    "efficiency_tables",
     "pretty",
     "render_html",
     "render_markdown",

@@ -195,3 +195,27 @@ def test_odd_metadata_never_crashes_the_grouping():
         language_setting({"question_language": "en", "workspace_language": "zh"})
         == "Cross-language"
     )
+
+
+def test_pareto_labels_of_close_agents_do_not_overlap():
+    """Five of six agents with nearly the same accuracy and tokens: their labels are
+    stacked, not drawn over each other, in the figure the report saves."""
+    from dataspace.report.plots import pareto_figure, pareto_plot
+
+    rows = [
+        {"label": f"agent-{i}", "metric": "tokens_mean", "value": 1000.0 + i,
+         "accuracy_pct": 50.0 + 0.1 * i, "on_front": i == 0}
+        for i in range(5)
+    ]  # fmt: skip
+    rows.append({"label": "agent-5", "metric": "tokens_mean", "value": 90_000.0,
+                 "accuracy_pct": 95.0, "on_front": True})  # fmt: skip
+    fig = pareto_plot(pd.DataFrame(rows), [r["label"] for r in rows])
+    svg = pareto_figure(pd.DataFrame(rows), [r["label"] for r in rows])
+    assert svg and all(f"agent-{i}" in svg for i in range(6))
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+
+    renderer = FigureCanvasAgg(fig).get_renderer()
+    fig.draw_without_rendering()  # laid out again, as saving does
+    boxes = [t.get_window_extent(renderer) for ax in fig.axes for t in ax.texts]
+    assert len(boxes) == 6
+    assert not [(a, b) for i, a in enumerate(boxes) for b in boxes[i + 1 :] if a.overlaps(b)]
