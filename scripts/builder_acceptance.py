@@ -188,7 +188,7 @@ def main() -> int:
     mapping = spec_mapping(args.limit, share, stage3=not args.no_stage3)
     out = args.out.resolve()
     a, b = out / "a" / "release", out / "b" / "release"
-    second = None
+    second = pool = None
     if not args.skip_second:
         # Build B at the same time, in its own process and cache, from the same spec.
         import multiprocessing
@@ -224,8 +224,9 @@ def main() -> int:
     if not args.skip_second:
         from dataspace.diff import diff_releases, format_diff
 
-        assert second is not None
+        assert second is not None and pool is not None
         rep_b = second.result()
+        pool.shutdown()
         d = diff_releases(a, b)
         same = tree_digest(a) == tree_digest(b)
         print(
