@@ -436,6 +436,9 @@ def _check_sandbox(spec: RunSpec) -> str | tuple[str, bool]:
     check_backend_name(spec)
     name = spec.sandbox.backend
     backend = get_backend(name, **dict(spec.sandbox.options))
+    check_cluster = getattr(backend, "check_cluster", None)
+    if callable(check_cluster):  # a cluster backend: one API call, not just its options
+        return f"{name} backend: {check_cluster()}"
     check_image = getattr(backend, "check_image", None)
     if spec.sandbox.image and callable(check_image):
         check_image(spec.sandbox.image)

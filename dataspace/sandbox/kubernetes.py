@@ -175,6 +175,19 @@ class KubernetesBackend:
         """The sandbox pods in the namespace matching ``labels`` (all when None)."""
         return self.api.list_pods(self.options.namespace, selector(labels or {}))
 
+    def check_cluster(self) -> str:
+        """One API call (list this backend's sandbox pods): is the cluster there for us?
+
+        Raises:
+            ConfigError: no cluster configuration could be loaded.
+            ApiCallError: the API is unreachable or refuses the call (after its retries).
+        """
+        pods = self.pods()
+        return (
+            f"Kubernetes API reachable, namespace {self.options.namespace}: "
+            f"{len(pods)} sandbox pods now"
+        )
+
     def sweep(self, labels: dict[str, str] | None = None) -> int:
         """Delete every sandbox pod matching ``labels`` (e.g. ``{"run": run_id}``).
 

@@ -303,3 +303,40 @@ def test_an_image_without_a_readable_manifest_is_refused(
         assert "/opt/dataspace/runtime-manifest.json" in message
         assert why in message and "images/build.sh" in message
         assert fake.pod_names() == []  # the pod was deleted
+
+
+def test_preflight_asks_the_cluster_not_only_the_options(
+    fake: FakeKubernetes, tmp_path: Path
+) -> None:
+    """``dataspace doctor`` on a Kubernetes spec makes one API call: it says the API answers
+    (and how many sandbox pods the namespace holds), or fails with why it does not."""
+    from k8s_support import NAMESPACE
+
+    from dataspace.runs.preflight import check_spec
+    from dataspace.runs.spec import parse_spec
+
+    def sandbox_check(api_host: str):
+        spec = parse_spec(
+            {
+                "run_id": "pf",
+                "release": str(tmp_path),
+                "store": str(tmp_path / "store"),
+                "agents": [{"name": "gold", "harness": "gold"}],
+                "sandbox": {
+                    "backend": "kubernetes",
+                    "image": "ds-runtime:1",
+                    "options": {"api_host": api_host, "namespace": NAMESPACE,
+                                "api_backoff_base": 0.01},
+                },
+            },
+            source="test",
+        )  # fmt: skip
+        checks = check_spec(spec, call_models=False, check_release=False).checks
+        return next(c for c in checks if c.key == "sandbox")
+
+    up = sandbox_check(fake.url)
+    assert up.ok, up.message
+    assert f"Kubernetes API reachable, namespace {NAMESPACE}: 0 sandbox pods" in up.message
+    down = sandbox_check("http://127.0.0.1:9")  # nothing listens on the discard port
+    assert not down.ok
+    assert "list pods in ds-test" in down.message and "127.0.0.1" in down.message
