@@ -42,6 +42,16 @@ def start_time(pid: int) -> int | None:
     return None if fields is None else int(fields[19])
 
 
+def running(pid: int) -> bool:
+    """Whether ``pid`` exists and is not dead (a zombie, ``Z``, or exiting, ``X``).
+
+    >>> running(os.getpid())
+    True
+    """
+    fields = _stat_fields(pid)
+    return fields is not None and fields[0] not in (b"Z", b"X")
+
+
 def alive(pid: int | None, started: int | None) -> bool:
     """Whether the process identified by (pid, start time) still runs."""
     return pid is not None and started is not None and start_time(pid) == started

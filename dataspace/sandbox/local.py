@@ -830,19 +830,24 @@ class LocalSandbox:
         return report.copied
 
     def stop_processes(self) -> int:
-        """Kill every process of the sandbox but its PID 1; return how many were killed."""
+        """Kill every process of the sandbox but its PID 1; return how many were killed.
+
+        On return nothing of the sandbox runs: its groups are empty and no process of its
+        PID namespace but PID 1 is alive (zombies may wait a moment for their reaper).
+        """
         self._check_open()
         killed: set[int] = set()
         for attempt in range(200):  # the pids limit bounds what a fork loop makes meanwhile
+            members = []
             if self._cgroup is not None:
                 # Every process of a command joined the sandbox's group before entering it.
                 self._cgroup.kill_all()
                 members = self._cgroup.members()
-            else:
+            if not members:  # also what has left the groups but is not dead yet
                 members = [
                     pid
                     for pid, _, _ in _procs.namespace_members(self._pid_namespace or 0)
-                    if pid != self._pid1
+                    if pid != self._pid1 and _procs.running(pid)
                 ]
             if not members:
                 return len(killed)
