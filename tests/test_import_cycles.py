@@ -18,6 +18,10 @@ importing them.
 from __future__ import annotations
 
 import ast
+import functools
+import json
+import subprocess
+import sys
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
@@ -95,6 +99,26 @@ def import_graph() -> dict[str, set[str]]:
     return with_package_inits(graph)
 
 
+@functools.cache
+def parsed_graph() -> dict[str, set[str]]:
+    """:func:`import_graph`, computed in a fresh interpreter.
+
+    CPython 3.11's AST validator keeps its recursion depth per interpreter, not per thread:
+    ``ast.parse`` here while another thread compiles (a server thread an earlier test left
+    behind, importing) fails with "AST constructor recursion depth mismatch". A child
+    process has no such threads.
+    """
+    script = (
+        "import json, sys; sys.path.insert(0, sys.argv[1]); import test_import_cycles as t; "
+        "print(json.dumps({k: sorted(v) for k, v in t.import_graph().items()}))"
+    )
+    run = subprocess.run(
+        [sys.executable, "-c", script, str(Path(__file__).resolve().parent)],
+        capture_output=True, text=True, timeout=300, check=True, cwd=REPO,
+    )  # fmt: skip
+    return {k: set(v) for k, v in json.loads(run.stdout).items()}
+
+
 def with_package_inits(graph: dict[str, set[str]]) -> dict[str, set[str]]:
     """``graph`` plus an edge to every package whose ``__init__`` an import runs first."""
     out = {mod: set(targets) for mod, targets in graph.items()}
@@ -153,7 +177,7 @@ def cycles(graph: dict[str, set[str]]) -> list[list[str]]:
 
 
 def test_the_import_graph_sees_the_packages():
-    graph = import_graph()
+    graph = parsed_graph()
     assert "builder.driver" in graph and "dataspace.cli" in graph and "evaluator" in graph
     assert "builder.stages" in graph["builder.driver"]
 
@@ -172,7 +196,7 @@ def test_a_cycle_through_a_package_init_is_found():
 
 
 def test_no_import_cycle_in_the_packages():
-    found = cycles(import_graph())
+    found = cycles(parsed_graph())
     assert not found, "import cycles (module-level imports):\n" + "\n".join(
         " <-> ".join(c) for c in found
     )
@@ -199,7 +223,7 @@ def test_every_pluggable_family_is_one_registry_of_lazy_targets():
 
     from dataspace.registry import Registry
 
-    graph = import_graph()
+    graph = parsed_graph()
     for spec in FAMILIES:
         module, _, attr = spec.partition(":")
         family = getattr(importlib.import_module(module), attr)
@@ -221,7 +245,7 @@ def test_every_pluggable_family_is_one_registry_of_lazy_targets():
 def test_no_base_module_imports_its_own_package():
     """A family's ``base.py`` defines the contract; its providers import it, never the
     other way round."""
-    graph = import_graph()
+    graph = parsed_graph()
     for mod, deps in graph.items():
         if mod.endswith(".base"):
             package = mod.rpartition(".")[0]
