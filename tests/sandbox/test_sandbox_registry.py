@@ -10,7 +10,13 @@ import pytest
 
 import dataspace.sandbox as sandbox_api
 from dataspace.errors import ConfigError
-from dataspace.sandbox import SandboxBackend, backend_names, get_backend, register_backend
+from dataspace.sandbox import (
+    SandboxBackend,
+    SandboxSpec,
+    backend_names,
+    get_backend,
+    register_backend,
+)
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -32,7 +38,17 @@ def test_local_backend_by_name(tmp_path: Path) -> None:
     backend = get_backend("local", state_dir=tmp_path / "state")
     assert isinstance(backend, SandboxBackend)
     assert backend.name == "local"
-    assert backend.sweep() == 0
+    workspace = tmp_path / "ws"
+    workspace.mkdir()
+    live = backend.create(SandboxSpec(workspace=workspace, labels={"run": "registry-test"}))
+    try:
+        # A live sandbox of a live controller is never swept. Labelled: an unlabelled sweep
+        # also (rightly) removes the cgroups that tests killing a controller on purpose
+        # leave behind in the group this one shares with them.
+        assert backend.sweep(labels={"run": "registry-test"}) == 0
+        assert live.exec("echo up").stdout == "up\n"
+    finally:
+        live.close()
 
 
 def test_registered_factories_are_used(monkeypatch: pytest.MonkeyPatch) -> None:
