@@ -20,7 +20,7 @@ from pathlib import Path
 
 import pytest
 
-from dataspace.sandbox import Limits, SandboxSpec, workbench
+from dataspace.sandbox import Limits, SandboxSpec, _procs, workbench
 from dataspace.sandbox.local import LocalBackend, LocalSandbox
 
 pytestmark = pytest.mark.sandbox
@@ -42,6 +42,18 @@ def processes_in(pid_namespace: int) -> list[int]:
             except OSError:
                 continue
     return found
+
+
+def snapshot(pid_namespace: int) -> list[tuple[int, int]]:
+    """(pid, start time) of every process in a PID namespace: who they are, for good."""
+    return [(pid, start) for pid, start, _ in _procs.namespace_members(pid_namespace)]
+
+
+def still_running(members: list[tuple[int, int]]) -> list[int]:
+    """Which of ``members`` still run (zombies are dead). Checking by identity, not by the
+    namespace inode: a freed namespace's inode number goes to the next one created, maybe a
+    concurrent test's sandbox."""
+    return [pid for pid, start in members if _procs.alive(pid, start) and _procs.running(pid)]
 
 
 def wait_until(condition: Callable[[], bool], seconds: float = 10.0) -> bool:
@@ -226,9 +238,10 @@ def test_close_leaves_nothing_behind(make: MakeSandbox) -> None:
     sandbox.exec("sleep 600 > /dev/null 2>&1 &")
     sandbox.write_file("result.csv", b"a\n")
     info = sandbox.info()
-    assert len(processes_in(info["pid_namespace"])) >= 2
+    members = snapshot(info["pid_namespace"])
+    assert len(members) >= 2
     sandbox.close()
-    assert processes_in(info["pid_namespace"]) == []
+    assert still_running(members) == []
     for group in info["cgroups"]:
         assert not Path(group).exists()
     assert not Path(str(info["state_dir"])).exists()
@@ -262,10 +275,11 @@ def test_a_killed_controller_leaves_nothing_running(
         info = json.loads(controller.stdout.readline())
         namespace = info["pid_namespace"]
         assert wait_until(lambda: len(processes_in(namespace)) >= 3)  # init and two sleeps
+        members = snapshot(namespace)
     finally:
         controller.send_signal(signal.SIGKILL)
         controller.wait()
-    assert wait_until(lambda: processes_in(namespace) == [])
+    assert wait_until(lambda: still_running(members) == [])
     assert Path(info["state_dir"]).exists()  # what sweep is for
     removed = local_backend.sweep(labels={"run": run_label})
     assert removed == 1

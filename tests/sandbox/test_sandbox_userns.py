@@ -57,6 +57,8 @@ try:
     sandbox.read_file("/etc/passwd")
 except PermissionError:
     report["escape"] = "refused"
+from dataspace.sandbox import _procs
+report["members"] = [[p, t] for p, t, _ in _procs.namespace_members(info["pid_namespace"])]
 sandbox.close()
 print(json.dumps(report))
 """
@@ -125,14 +127,8 @@ def test_an_unprivileged_controller_gets_the_same_isolation(shared_dir: Path) ->
     assert report["read"] == "writtenmore\n"
     assert report["escape"] == "refused"
     assert not Path(report["state_dir"]).exists()
-    leftover = [pid for pid in os.listdir("/proc") if pid.isdigit() and _in_namespace(pid, report)]
-    # A killed process may be a zombie for a moment (dead, but listed until reaped).
-    running = [pid for pid in leftover if _procs.running(int(pid))]
+    # Nothing the sandbox ran is left running. By identity (pid and start time), not by the
+    # namespace inode, which the next namespace created (a concurrent test's) may reuse.
+    assert report["members"]
+    running = [p for p, t in report["members"] if _procs.alive(p, t) and _procs.running(p)]
     assert running == [], [Path(f"/proc/{pid}/stat").read_text()[:200] for pid in running]
-
-
-def _in_namespace(pid: str, report: dict) -> bool:
-    try:
-        return os.stat(f"/proc/{pid}/ns/pid").st_ino == report["pid_namespace"]
-    except OSError:
-        return False
