@@ -479,6 +479,7 @@ def render_markdown(data: ReportData) -> str:
             md(fail.rename(columns={"label": "agent"})),
             "",
         ]
+    tokens, actions = efficiency_tables(t["efficiency"])
     out += [
         "## Efficiency per agent",
         "",
@@ -489,11 +490,11 @@ def render_markdown(data: ReportData) -> str:
         "",
         "### Extended: tokens and cost",
         "",
-        md(efficiency_tables(t["efficiency"])[0], formats={"accuracy %": PCT}),
+        md(tokens, formats={"accuracy %": PCT}),
         "",
         "### Extended: actions and time",
         "",
-        md(efficiency_tables(t["efficiency"])[1]),
+        md(actions),
         "",
         "## Latency and phase timings (seconds)",
         "",

@@ -8,11 +8,10 @@ it, so every process a command starts runs under the filter and none can remove 
 the controller's other threads run without one. Installing it in each child instead (a
 ``preexec_fn``) would force CPython to fully fork the controller and run Python between fork
 and exec: about 10 ms per command, against 1 ms for the ``vfork`` that a plain ``Popen``
-uses. Assembling the program
-ourselves, rather than through libseccomp's Python bindings, keeps the controller free of a
-C dependency that its virtual environment cannot install from PyPI (Debian's
-``python3-seccomp`` serves only Debian's own Python), and the program is small enough to
-read in full (:func:`describe`).
+uses. Assembling the program ourselves, rather than through libseccomp's Python bindings,
+keeps the controller free of a C dependency that its virtual environment cannot install from
+PyPI (Debian's ``python3-seccomp`` serves only Debian's own Python), and the program is
+small enough to read in full (:func:`describe`).
 
 Denied with ``EPERM`` (:data:`DENIED`): the kernel keyring (``add_key``, ``request_key``,
 ``keyctl``), ``bpf``, ``perf_event_open``, ``ptrace`` and its relatives
@@ -291,20 +290,24 @@ def _thread_seccomp_mode() -> int | None:
     return None
 
 
-_SPAWNER: _procs.Spawner | None = None
-_SPAWNER_LOCK = threading.Lock()
+_SHARED: tuple[Filter, _procs.Spawner] | None = None
+_SHARED_LOCK = threading.Lock()
 
 
-def spawner() -> _procs.Spawner:
-    """This process's one spawner whose thread runs under the filter (backends share it).
+def shared() -> tuple[Filter, _procs.Spawner]:
+    """This process's one filter and the spawner whose thread runs under it.
+
+    Every backend shares them (the runner makes a backend per attempt).
 
     Raises:
         OSError: this architecture has no syscall table here.
     """
-    global _SPAWNER
-    with _SPAWNER_LOCK:
-        if _SPAWNER is None:
-            _SPAWNER = _procs.Spawner(
-                setup=Filter().install_on_thread, name="sandbox-seccomp-spawner"
+    global _SHARED
+    with _SHARED_LOCK:
+        if _SHARED is None:
+            seccomp = Filter()
+            spawner = _procs.Spawner(
+                setup=seccomp.install_on_thread, name="sandbox-seccomp-spawner"
             )
-        return _SPAWNER
+            _SHARED = (seccomp, spawner)
+        return _SHARED

@@ -206,8 +206,7 @@ class LocalBackend:
         self._spawner: _procs.Spawner | None = None
         if seccomp:
             try:
-                self.seccomp = _seccomp.Filter()
-                self._spawner = _seccomp.spawner()
+                self.seccomp, self._spawner = _seccomp.shared()
                 self._spawner.start()
             except OSError as exc:
                 raise SandboxError(
@@ -686,8 +685,7 @@ class LocalSandbox:
 
     def _run(self, argv: list[str], env: dict[str, str], limit: float, number: int) -> _Finished:
         started = time.monotonic()
-        popen = self._backend.popen
-        proc = popen(
+        proc = self._backend.popen(
             argv,
             stdin=subprocess.DEVNULL,
             stdout=subprocess.PIPE,
