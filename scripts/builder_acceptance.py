@@ -42,7 +42,10 @@ PAPER = {
 
 
 def spec_mapping(limit: int | None, video_share: float, stage3: bool = True) -> dict:
-    src = {"kind": "ehrsql-jsonl", "path": str(SOURCES / "ehrsql_mimic3_demo.jsonl")}
+    src: dict[str, object] = {
+        "kind": "ehrsql-jsonl",
+        "path": str(SOURCES / "ehrsql_mimic3_demo.jsonl"),
+    }
     if limit:
         src["limit"] = limit
     return {
@@ -202,8 +205,8 @@ def main() -> int:
     print(f"build A: {rep['counts']} in {rep['wall_seconds']} s")
     print("\nitems lost per gate (share of all loaded items):")
     by_stage = Counter(r["stage"] for r in rep["rejected"])
-    for stage, k in by_stage.most_common():
-        print(f"  {stage:14s} {k:4d}  {100 * k / total:5.1f}%")
+    for stage, lost in by_stage.most_common():
+        print(f"  {stage:14s} {lost:4d}  {100 * lost / total:5.1f}%")
         for reason, c in sorted(rep["rejections_by_stage"][stage].items(), key=lambda x: -x[1])[:6]:
             print(f"      {c:3d}  {reason[:150]}")
     print(
@@ -212,11 +215,11 @@ def main() -> int:
     )
     bad = check_release(a)
     print("\nchecks:")
-    for k, v in bad.items():
-        print(f"  {k:12s} {'ok' if not v else f'{len(v)} FAILED'}")
-        for x in v[:5]:
+    for check, problems in bad.items():
+        print(f"  {check:12s} {'ok' if not problems else f'{len(problems)} FAILED'}")
+        for x in problems[:5]:
             print(f"      {x[:220]}")
-        failed |= bool(v)
+        failed |= bool(problems)
     if not args.skip_gold:
         passed, attempts = gold_run(a, out / "store")
         print(f"  gold agent   {passed}/{attempts} passed ({100 * passed / max(attempts, 1):.1f}%)")
@@ -239,8 +242,8 @@ def main() -> int:
     comp = composition(a)
     print("\ncomposition: paper (Table 2, §5) vs this build")
     print("| figure | paper | this build |\n|---|---|---|")
-    for k, v in PAPER.items():
-        print(f"| {k} | {v} | {comp[k]} |")
+    for figure, paper in PAPER.items():
+        print(f"| {figure} | {paper} | {comp[figure]} |")
     return 1 if failed else 0
 
 
