@@ -54,10 +54,12 @@ import uuid
 from collections import Counter
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
+
+from dataspace.testing.scripted_server import LoopbackHTTPServer
 
 logger = logging.getLogger(__name__)
 
@@ -296,7 +298,7 @@ class FakeKubernetes:
         self._rv = 0
         self._cond = threading.Condition()
         self._closed = False
-        self._server: ThreadingHTTPServer | None = None
+        self._server: LoopbackHTTPServer | None = None
         self._thread: threading.Thread | None = None
         self.url = ""
 
@@ -316,7 +318,7 @@ class FakeKubernetes:
         class Handler(_Handler):
             server_fake = fake
 
-        self._server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self._server = LoopbackHTTPServer(("127.0.0.1", 0), Handler)
         self._server.daemon_threads = True
         self.url = f"http://127.0.0.1:{self._server.server_address[1]}"
         self._thread = threading.Thread(

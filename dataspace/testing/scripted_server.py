@@ -38,6 +38,7 @@ import json
 import logging
 import re
 import socket
+import sys
 import threading
 import time
 import uuid
@@ -49,6 +50,22 @@ from typing import Any
 logger = logging.getLogger(__name__)
 
 FALLBACK = "*"
+
+
+class LoopbackHTTPServer(ThreadingHTTPServer):
+    """The threading HTTP server of the loopback fakes; it never prints.
+
+    A client that hangs up before its reply is written (an attempt killed mid-call) is
+    logged at debug level; any other handler error is logged with its traceback, where
+    ``socketserver`` would print both to stderr.
+    """
+
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        error = sys.exc_info()[1]
+        if isinstance(error, (BrokenPipeError, ConnectionResetError)):
+            logger.debug("loopback server: client %s hung up: %s", client_address, error)
+        else:
+            logger.exception("loopback server: request from %s failed", client_address)
 
 
 @dataclass(kw_only=True)
@@ -115,7 +132,7 @@ class ScriptedServer:
         self._gates: dict[str, threading.Event] = {}
         self._lock = threading.Lock()
         self.port_request = 0  # the port start() binds (0: any free port)
-        self._httpd: ThreadingHTTPServer | None = None
+        self._httpd: LoopbackHTTPServer | None = None
         self._thread: threading.Thread | None = None
 
     # ---- lifecycle -------------------------------------------------------------------------
@@ -126,7 +143,7 @@ class ScriptedServer:
         class Handler(_Handler):
             scripted = server
 
-        self._httpd = ThreadingHTTPServer(("127.0.0.1", self.port_request), Handler)
+        self._httpd = LoopbackHTTPServer(("127.0.0.1", self.port_request), Handler)
         self._httpd.daemon_threads = True
         self._thread = threading.Thread(
             target=self._httpd.serve_forever,

@@ -37,11 +37,12 @@ import threading
 import time
 import uuid
 from collections.abc import Mapping
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from typing import Any
 
 from dataspace.testing.scripted_server import (
     FALLBACK,
+    LoopbackHTTPServer,
     RecordedRequest,
     Reported,
     ScriptedServer,
@@ -84,7 +85,7 @@ class _WireServer(ScriptedServer):
         class Handler(_WireHandler):
             scripted = server
 
-        self._httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self._httpd = LoopbackHTTPServer(("127.0.0.1", 0), Handler)
         self._httpd.daemon_threads = True
         self._thread = threading.Thread(
             target=self._httpd.serve_forever,
