@@ -318,13 +318,8 @@ class FakeKubernetes:
         class Handler(_Handler):
             server_fake = fake
 
-        self._server = LoopbackHTTPServer(("127.0.0.1", 0), Handler)
-        self._server.daemon_threads = True
+        self._server, self._thread = LoopbackHTTPServer.serve(Handler, name="fake-k8s")
         self.url = f"http://127.0.0.1:{self._server.server_address[1]}"
-        self._thread = threading.Thread(
-            target=self._server.serve_forever, name="fake-k8s", daemon=True
-        )
-        self._thread.start()
 
     def close(self) -> None:
         """Stop serving; kill every container process; remove the fake's files."""

@@ -67,6 +67,18 @@ class LoopbackHTTPServer(ThreadingHTTPServer):
         else:
             logger.exception("loopback server: request from %s failed", client_address)
 
+    @classmethod
+    def serve(
+        cls, handler: type[BaseHTTPRequestHandler], *, name: str, port: int = 0
+    ) -> tuple[LoopbackHTTPServer, threading.Thread]:
+        """Bind ``port`` (0: a free one) on 127.0.0.1 and serve in a started daemon thread."""
+        httpd = cls(("127.0.0.1", port), handler)
+        thread = threading.Thread(
+            target=httpd.serve_forever, kwargs={"poll_interval": 0.05}, name=name, daemon=True
+        )
+        thread.start()
+        return httpd, thread
+
 
 @dataclass(kw_only=True)
 class Reported:
@@ -143,15 +155,9 @@ class ScriptedServer:
         class Handler(_Handler):
             scripted = server
 
-        self._httpd = LoopbackHTTPServer(("127.0.0.1", self.port_request), Handler)
-        self._httpd.daemon_threads = True
-        self._thread = threading.Thread(
-            target=self._httpd.serve_forever,
-            kwargs={"poll_interval": 0.05},
-            name="scripted-model-server",
-            daemon=True,
+        self._httpd, self._thread = LoopbackHTTPServer.serve(
+            Handler, name="scripted-model-server", port=self.port_request
         )
-        self._thread.start()
         return self
 
     def stop(self) -> None:

@@ -33,7 +33,6 @@ import json
 import logging
 import re
 import socket
-import threading
 import time
 import uuid
 from collections.abc import Mapping
@@ -85,15 +84,7 @@ class _WireServer(ScriptedServer):
         class Handler(_WireHandler):
             scripted = server
 
-        self._httpd = LoopbackHTTPServer(("127.0.0.1", 0), Handler)
-        self._httpd.daemon_threads = True
-        self._thread = threading.Thread(
-            target=self._httpd.serve_forever,
-            kwargs={"poll_interval": 0.05},
-            name="scripted-wire-server",
-            daemon=True,
-        )
-        self._thread.start()
+        self._httpd, self._thread = LoopbackHTTPServer.serve(Handler, name="scripted-wire-server")
         return self
 
     def __enter__(self) -> _WireServer:
