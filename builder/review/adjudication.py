@@ -107,6 +107,25 @@ def answer_cells(
     return marked
 
 
+def missing_gold_rows(
+    gold_header: Sequence[str],
+    gold_rows: Sequence[Sequence[str]],
+    answer: Mapping[str, Any],
+    config: Mapping[str, Any],
+) -> list[int]:
+    """Gold row numbers (1 = the first data row) that no row of the answer equals."""
+    if len(answer["header"]) != len(gold_header):
+        return list(range(1, len(gold_rows) + 1))
+    left = Counter(_canon_rows(gold_header, [list(r) for r in answer["rows"]], config))
+    out = []
+    for i, row in enumerate(_canon_rows(gold_header, gold_rows, config)):
+        if left[row] > 0:
+            left[row] -= 1
+        else:
+            out.append(i + 1)
+    return out
+
+
 def contradiction(
     gold_header: Sequence[str],
     gold_rows: Sequence[Sequence[str]],
@@ -165,17 +184,18 @@ def differences(
     if keys:
         reasons.append("the configs differ at " + ", ".join(keys))
     cells: dict[str, list[list[int]]] = {}
+    missing: dict[str, list[int]] = {}
     for name in p2:
         rec1 = fold.phase1_record(name, version)
         if rec1 is None or rec1.phase1 is None:
             continue
+        answer, config = rec1.phase1["result"], p2[name]["config"]
         try:
-            cells[name] = answer_cells(
-                gold_header, gold_rows, rec1.phase1["result"], p2[name]["config"]
-            )
+            cells[name] = answer_cells(gold_header, gold_rows, answer, config)
+            missing[name] = missing_gold_rows(gold_header, gold_rows, answer, config)
         except Exception:  # an aid for the eye: a config the evaluator refuses marks nothing
             logger.debug("cannot mark %s's answer", name, exc_info=True)
-            cells[name] = []
+            cells[name], missing[name] = [], []
     return {
         "reasons": reasons,
         "verdicts": verdicts,
@@ -185,6 +205,7 @@ def differences(
         "config_keys": keys,
         "configs": {n: config_fields(p["config"]) for n, p in p2.items()},
         "answer_cells": cells,
+        "missing_gold_rows": missing,
         "config_only": fold.config_only_disagreement(version),
     }
 
@@ -227,5 +248,6 @@ __all__ = [
     "contradiction",
     "differences",
     "differing_keys",
+    "missing_gold_rows",
     "version_diff",
 ]

@@ -33,7 +33,12 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
-from builder.review.adjudication import contradiction, differences, version_diff
+from builder.review.adjudication import (
+    config_fields,
+    contradiction,
+    differences,
+    version_diff,
+)
 from builder.review.anchors import check_anchor
 from builder.review.db import Database
 from builder.review.diagnostic import diagnose
@@ -354,6 +359,7 @@ class ReviewService:
             if any(fold.phase2_locked(n) for n in fold.reviewers):
                 header, rows = self.gold(fold)
                 view["differences"] = differences(fold, fold.version, header, rows)
+                view["differences"]["builder"] = config_fields(fold.current.config)
                 view["warnings"] = self._warnings(fold, header, rows)
         return view
 
