@@ -4,6 +4,11 @@ Every interaction goes through the page: a click is an element's ``click()``, a 
 set as typing would set it (value + input + change events), a key is a real key event
 sent through the DevTools protocol. :class:`Person` counts clicks, fields and keys, so the
 walk-through test and ``scripts/bench_review.py`` measure the same steps.
+
+Besides the script's own wall time, :class:`Tally` estimates a person's time with the
+keystroke-level model (Card, Moran and Newell): a click is a mental step, a pointing and a
+button press (M + P + BB = 1.35 + 1.1 + 0.2 s); a text field adds 0.28 s per character
+typed; a drop-down is a click more; a shortcut key is M + K (1.35 + 0.28 s).
 """
 
 from __future__ import annotations
@@ -20,7 +25,7 @@ HELPERS = r"""
 window.T = {
   set(sel, v) { const e = document.querySelector(sel); e.value = v;
     e.dispatchEvent(new Event('input', {bubbles: true}));
-    e.dispatchEvent(new Event('change', {bubbles: true})); return true; },
+    e.dispatchEvent(new Event('change', {bubbles: true})); return e.tagName; },
   click(sel) { document.querySelector(sel).click(); return true; },
   check(sel, on) { const e = document.querySelector(sel); e.checked = on;
     e.dispatchEvent(new Event('change', {bubbles: true})); return true; },
@@ -33,6 +38,10 @@ true
 """
 
 
+KLM_M, KLM_P, KLM_BB, KLM_K = 1.35, 1.1, 0.2, 0.28
+KLM_CLICK = KLM_M + KLM_P + KLM_BB
+
+
 @dataclass
 class Tally:
     """What a person did: clicks, fields filled, keys pressed, and the time it took."""
@@ -41,6 +50,7 @@ class Tally:
     fields: int = 0
     keys: int = 0
     seconds: float = 0.0
+    klm_seconds: float = 0.0
     started: float = field(default_factory=time.perf_counter)
 
     @property
@@ -63,14 +73,20 @@ class Person:
     def click(self, sel: str) -> None:
         self.page.eval(f"T.click({json.dumps(sel)})")
         self.tally.clicks += 1
+        self.tally.klm_seconds += KLM_CLICK
 
     def fill(self, sel: str, value: str) -> None:
-        self.page.eval(f"T.set({json.dumps(sel)}, {json.dumps(value)})")
+        tag = self.page.eval(f"T.set({json.dumps(sel)}, {json.dumps(value)})")
         self.tally.fields += 1
+        if tag == "SELECT":
+            self.tally.klm_seconds += 2 * KLM_CLICK - KLM_M
+        else:
+            self.tally.klm_seconds += KLM_CLICK + KLM_K * len(value)
 
     def tick(self, sel: str, on: bool = True) -> None:
         self.page.eval(f"T.check({json.dumps(sel)}, {json.dumps(on)})")
         self.tally.clicks += 1
+        self.tally.klm_seconds += KLM_CLICK
 
     def key(self, key: str, *, ctrl: bool = False) -> None:
         """A real key press (keyDown + keyUp) on the focused element."""
@@ -82,6 +98,7 @@ class Person:
         self.page.b.send("Input.dispatchKeyEvent", {"type": "keyDown", **params}, self.page.session)
         self.page.b.send("Input.dispatchKeyEvent", {"type": "keyUp", **params}, self.page.session)
         self.tally.keys += 1
+        self.tally.klm_seconds += KLM_M + KLM_K
 
     # ---- reading the page (not counted) -----------------------------------------------
     def eval(self, expression: str) -> Any:

@@ -333,43 +333,42 @@ async function openTask(taskId) {
   $("versions").replaceChildren(...(v.versions || []).filter((x) => x.version > 1).map((x) =>
     el("p", { class: "muted" }, `version ${x.version}: ${x.scope.length ? "repaired " + x.scope.join(", ") : "sent back to phase 2"} by ${x.by} — ${x.reason}`)));
   if (other) { state.filter = "all"; $("viewer").replaceChildren(el("p", { class: "muted" }, "Pick a file (or press its number).")); }
-  state.files = await api("GET", `/api/tasks/${taskId}/files`);
-  renderFiles();
   const reviewer = state.me.role === "reviewer";
   const completed = reviewer ? (v.my || []).some((r) => r.phase2) : true;
-  // phase 1
+  const seesGold = !reviewer || v.phase1_locked;
+  const seesRecords = !reviewer || v.phase2_locked || completed;
+  const seesDiscussion = !reviewer || v.phase2_locked;
+  const changed = v.version > 1 && completed;
+  state.gold = null;
+  // Independent loads in parallel; what needs the gold or the ledger comes after.
+  const files = (async () => {
+    state.files = await api("GET", `/api/tasks/${taskId}/files`);
+    renderFiles();
+    if (other && state.files.length) await openFile(state.files[0]);
+  })();
+  const [, , diffOk, sqlOk, ledgerOk] = await Promise.all([files, seesGold ? loadGold() : null, changed ? loadDiff(v.version) : false,
+    completed ? loadSql() : false, !reviewer ? loadLedger() : false, seesDiscussion ? loadMessages() : null]);
+  if (seq !== state.seq) return;
   show("phase1", reviewer && v.todo === "phase1");
   if (reviewer && v.todo === "phase1") resetPhase1(loadDraft("phase1"));
-  // gold, comparison
-  state.gold = null;
-  const seesGold = !reviewer || v.phase1_locked;
   show("comparison", seesGold);
-  if (seesGold) await loadGold();
   show("phase2", reviewer && v.todo === "phase2");
   if (reviewer && v.todo === "phase2") {
     const draft = loadDraft("phase2");
     fillPhase2(draft);
     $("cfg-hint").textContent = draft ? "Your draft, kept in this browser." : "Suggested from the gold's values; check each column.";
   }
-  // what changed in this version
-  show("diff-card", v.version > 1 && completed);
-  if (v.version > 1 && completed) await loadDiff(v.version);
-  // adjudication: why, contradictions
+  show("diff-card", !!diffOk);
   const d = v.differences;
   show("why", !reviewer && v.state === "adjudication" && !!d);
   if (d) $("why-list").replaceChildren(...d.reasons.map((r) => el("li", {}, r)));
   show("warnings", !reviewer && (v.warnings || []).length > 0);
   $("warning-list").replaceChildren(...(v.warnings || []).map((w) => el("li", { class: "warn" }, w.text)));
-  const seesRecords = !reviewer || v.phase2_locked || completed;
   show("records", seesRecords);
   if (seesRecords) await loadRecords();
-  show("sql-card", completed);
-  if (completed) await loadSql();
-  show("ledger-card", !reviewer);
-  if (!reviewer) await loadLedger();
-  const seesDiscussion = !reviewer || v.phase2_locked;
+  show("sql-card", !!sqlOk);
+  show("ledger-card", !!ledgerOk);
   show("discussion", seesDiscussion && ["adjudication", "consensus", "recheck", "accepted", "removed"].includes(v.state));
-  if (seesDiscussion) await loadMessages();
   show("message-form", !FINAL.includes(v.state));
   const exits = v.exits || [];
   show("repair", exits.includes("repair"));
@@ -402,9 +401,9 @@ function renderFiles() {
 
 function anchoring() { return !$("phase1").classList.contains("hidden"); }
 
-function anchorHere(f, kind, anchor) {
+function anchorHere(f, kind, anchor, fact) {
   if (!anchoring()) { flash("Anchors are added while you solve phase 1."); return null; }
-  const row = addEvidence({ path: f.path, modality: f.modality, anchor_kind: kind, anchor });
+  const row = addEvidence({ path: f.path, modality: f.modality, anchor_kind: kind, anchor, fact });
   row.querySelector(".ev-fact").focus({ preventScroll: true });
   return row;
 }
@@ -419,7 +418,10 @@ async function openFile(f) {
     if (f.modality === "csv" || f.modality === "json") {
       const tab = await api("GET", `/api/tasks/${t}/table?path=${q}`);
       box.append(el("p", { class: "muted" }, `${tab.total} data rows${tab.rows.length < tab.total ? ` (first ${tab.rows.length} shown)` : ""}. Click a row to anchor evidence there.`),
-        rowNumbered(tab.header, tab.rows, { onRow: (n, tr) => { if (anchorHere(f, "row", String(n))) tr.classList.add("anchored"); } }));
+        rowNumbered(tab.header, tab.rows, { onRow: (n, tr) => {
+          const fact = tab.header.map((h, j) => `${h} ${tab.rows[n - 1][j]}`).join(", ");
+          if (anchorHere(f, "row", String(n), fact)) tr.classList.add("anchored");
+        } }));
     } else if (f.modality === "sqlite") {
       const ta = el("textarea", { id: "sql-input", rows: 3, spellcheck: "false" });
       ta.value = "SELECT name FROM sqlite_master WHERE type = 'table'";
@@ -449,7 +451,7 @@ async function openFile(f) {
       div.addEventListener("click", (ev) => {
         let node = ev.target.closest("h1, h2, h3, h4, h5, h6") || ev.target.closest("#markdown-view > *");
         while (node && node !== div && !/^H[1-6]$/.test(node.tagName)) node = node.previousElementSibling;
-        if (node && node !== div) anchorHere(f, "section", node.textContent.trim());
+        if (node && node !== div) anchorHere(f, "section", node.textContent.trim(), `section ${node.textContent.trim()}`);
       });
       box.append(el("p", { class: "muted" }, "Click a section to anchor evidence there."), div);
     } else if (f.modality === "pdf") {
@@ -544,7 +546,7 @@ async function submitPhase1(ev) {
     dropDraft("phase1");
     clearErrors();
     flash("Phase 1 locked. Your answer is beside the gold below; verify it in phase 2.");
-    await loadTasks(); await openTask(state.task);
+    await Promise.all([loadTasks(), openTask(state.task)]);
     settled("ok");
   } catch (e) { $("p1-error").textContent = e.message; settled("error"); }
 }
@@ -637,8 +639,11 @@ function fillPhase2(draft) {
   const d = draft || {};
   const suggested = { order_sensitive: false, columns: g.header.map((h, j) => suggestColumn(g.rows.map((r) => r[j]))) };
   configEditor($("p2-config"), g.header, d.config || suggested);
-  $("p2-verdict").value = d.verdict || "";
-  $("p2-disposition").value = d.disposition || "";
+  // Suggested only when the evaluator finds the blind answer equal to the gold; otherwise
+  // the reviewer chooses (an empty choice cannot be locked).
+  const equal = !!(g.diagnostic && g.diagnostic.verdict.passed);
+  $("p2-verdict").value = d.verdict || (equal ? "match" : "");
+  $("p2-disposition").value = d.disposition || (equal ? "pass" : "");
   document.querySelectorAll("#p2-issues input").forEach((c) => { c.checked = (d.issues || []).includes(c.value); });
   $("p2-rationale").value = d.rationale || "";
   $("p2-error").textContent = "";
@@ -676,7 +681,7 @@ async function submitPhase2(ev) {
     clearErrors();
     flash(`Phase 2 locked; the task is now ${res.state.replace("_", " ")}.` + (res.warnings.length ? " The contradiction is recorded for the administrator." : "")
       + (nextActionable(state.task) ? " Press n for the next task." : ""));
-    await loadTasks(); await openTask(state.task);
+    await Promise.all([loadTasks(), openTask(state.task)]);
     settled("ok");
   } catch (e) { $("p2-error").textContent = e.message; settled("error"); }
 }
@@ -684,7 +689,7 @@ async function submitPhase2(ev) {
 // ---- versions -----------------------------------------------------------------------------------------
 async function loadDiff(version) {
   let d;
-  try { d = await api("GET", `/api/tasks/${state.task}/diff?version=${version}`); } catch (e) { show("diff-card", false); return; }
+  try { d = await api("GET", `/api/tasks/${state.task}/diff?version=${version}`); } catch (e) { return false; }
   $("diff-title").textContent = `Changes from version ${d.from} to ${d.to}`;
   const parts = [el("p", {}, `${d.scope.length ? "Repaired " + d.scope.join(", ") : "Sent back to phase 2 with no content change"} by ${d.by}: ${d.reason}`)];
   const lines = (title, list) => el("div", {}, el("h4", {}, title), el("pre", { class: "diff" }, ...list.map((l) =>
@@ -702,6 +707,7 @@ async function loadDiff(version) {
   if (d.files.length) parts.push(el("h4", {}, "Files"), el("ul", {}, ...d.files.map((f) => el("li", {}, f))));
   if (!d.question && !d.gold && !d.config.length && !d.files.length) parts.push(el("p", { class: "muted" }, "No content changed."));
   $("diff-body").replaceChildren(...parts);
+  return true;
 }
 
 // ---- records, discussion, SQL, ledger, repair, decisions -----------------------------------------------
@@ -766,7 +772,8 @@ async function loadSql() {
   try {
     const res = await api("GET", `/api/tasks/${state.task}/sql`);
     $("source-sql").textContent = res.sql || "(the ledger has no SQL for this task)";
-  } catch (e) { show("sql-card", false); }
+    return true;
+  } catch (e) { return false; }
 }
 
 async function loadLedger() {
@@ -774,7 +781,8 @@ async function loadLedger() {
     const res = await api("GET", `/api/tasks/${state.task}/ledger`);
     state.ledger = res;
     $("ledger-body").textContent = JSON.stringify({ ledger: res.ledger, builder_config: res.candidate_config }, null, 2);
-  } catch (e) { show("ledger-card", false); }
+    return true;
+  } catch (e) { return false; }
 }
 
 async function loadMessages() {
@@ -846,7 +854,7 @@ async function submitRepair(ev) {
     const res = await api("POST", `/api/tasks/${state.task}/repair`, body);
     clearErrors();
     flash(`Version ${res.version} stored; the same reviewers recheck it.`);
-    await loadTasks(); await openTask(state.task);
+    await Promise.all([loadTasks(), openTask(state.task)]);
     settled("ok");
   } catch (e) { $("repair-error").textContent = e.message; settled("error"); }
 }
@@ -862,7 +870,7 @@ async function decide(what, body, title, text, ok) {
     clearErrors();
     const done = { accept: "Accepted.", adjudicate: "Accepted with the builder's version.", reopen: "Sent back to phase 2.", remove: "Removed.", assign: "Assigned." };
     flash(`${state.task}: ${done[what] || "done"}`);
-    await loadTasks(); await openTask(state.task);
+    await Promise.all([loadTasks(), openTask(state.task)]);
     settled("ok");
   } catch (e) { $("decision-error").textContent = e.message; settled("error"); }
 }
