@@ -359,7 +359,7 @@ class ReviewService:
             if any(fold.phase2_locked(n) for n in fold.reviewers):
                 header, rows = self.gold(fold)
                 view["differences"] = differences(fold, fold.version, header, rows)
-                view["differences"]["builder"] = config_fields(fold.current.config)
+                view["differences"]["builder"] = config_fields(_normalized(fold.current.config))
                 view["warnings"] = self._warnings(fold, header, rows)
         return view
 
@@ -1018,6 +1018,18 @@ def _explanation(
         "summary": list(out["summary"]),
         "near_misses": out["near_misses"],
     }
+
+
+def _normalized(config: Mapping[str, Any]) -> Mapping[str, Any]:
+    """A config with the evaluator's defaults written out (as reviewers' configs are)."""
+    import evaluator
+
+    try:
+        return evaluator.config.config_to_dict(
+            evaluator.parse_config(dict(config), source="config")
+        )
+    except evaluator.FatalError:
+        return config
 
 
 def _user_terms(message: str) -> str:

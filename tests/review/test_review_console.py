@@ -109,7 +109,7 @@ def test_walk_through_two_reviewers_a_repairer_and_an_admin(review, tmp_path: Pa
         me.login("ana")
         assert me.eval("document.body.dataset.view") == "inbox"
         assert me.text("#inbox [data-step=phase1] .count") == "(3)"
-        assert me.text("#inbox-progress").startswith("0 of 3 tasks need nothing from you")
+        assert me.text("#inbox-progress").startswith("3 of your 3 tasks wait for you")
         me.shot("inbox")
         me.click("#help-btn")
         assert "next / previous task" in me.text("#help")

@@ -252,7 +252,7 @@ function showInbox() {
   const steps = state.me.role === "reviewer" ? REVIEWER_STEPS : ADMIN_STEPS;
   const total = state.tasks.length;
   const todo = state.tasks.filter(actionable).length;
-  $("inbox-progress").textContent = total ? `${total - todo} of ${total} tasks need nothing from you; ${todo} wait for you.` : "No tasks are assigned to you yet.";
+  $("inbox-progress").textContent = total ? `${todo} of your ${total} tasks wait for you; ${total - todo} done or with others.` : "No tasks are assigned to you yet.";
   $("inbox-bar").style.width = total ? `${(100 * (total - todo)) / total}%` : "0";
   const next = nextActionable();
   $("next-task").disabled = !next;
@@ -332,7 +332,7 @@ async function openTask(taskId) {
   $("todo").textContent = v.todo ? (todoText[v.todo] || v.todo) : (v.reviewers ? `reviewers: ${v.reviewers.join(", ")}` : "");
   $("versions").replaceChildren(...(v.versions || []).filter((x) => x.version > 1).map((x) =>
     el("p", { class: "muted" }, `version ${x.version}: ${x.scope.length ? "repaired " + x.scope.join(", ") : "sent back to phase 2"} by ${x.by} — ${x.reason}`)));
-  if (other) { state.filter = "all"; $("viewer").replaceChildren(el("p", { class: "muted" }, "Pick a file (or press its number).")); }
+  if (other) { flash(""); state.filter = "all"; $("viewer").replaceChildren(el("p", { class: "muted" }, "Pick a file (or press its number).")); }
   const reviewer = state.me.role === "reviewer";
   const completed = reviewer ? (v.my || []).some((r) => r.phase2) : true;
   const seesGold = !reviewer || v.phase1_locked;
@@ -557,9 +557,10 @@ async function loadGold() {
   state.gold = g;
   $("gold-table").replaceChildren(rowNumbered(g.header, g.rows), el("p", { class: "muted" }, `${g.total} gold rows`));
   const d = g.diagnostic;
-  show("answer-table", !!g.answer);
+  show("answer-col", !!g.answer);
+  $("comparison-title").textContent = g.answer ? "Your answer beside the gold" : "Gold";
   if (!d) {
-    $("diag-summary").textContent = `${g.total} gold rows`;
+    $("diag-summary").textContent = "";
     $("diag-rows").replaceChildren(); $("explain-list").replaceChildren(); $("answer-table").replaceChildren();
     return;
   }
