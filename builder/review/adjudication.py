@@ -242,12 +242,56 @@ def version_diff(
     return {"question": question, "gold": gold, "config": config, "files": files}
 
 
+def contradiction_text(who: str, found: Mapping[str, Any]) -> str:
+    """One sentence for a :func:`contradiction` (``who`` is a name, or ``you``)."""
+    own = "your" if who == "you" else f"{who}'s"
+    why = " ".join(found.get("summary") or []) or str(found.get("error_code"))
+    return (
+        f"{own} blind answer scores wrong against the gold under {own} config "
+        f"({found.get('error_code')}: {why}), yet {who} chose match"
+    )
+
+
+def explanation(
+    header: Sequence[str],
+    rows: Sequence[Sequence[str]],
+    answer: Mapping[str, Any],
+    config: Mapping[str, Any],
+) -> dict[str, Any]:
+    """The evaluator's verdict and explanation of an answer against the gold."""
+    import evaluator
+    from evaluator.explain import explain
+
+    cfg = evaluator.parse_config(dict(config), source="config")
+    out = explain(cfg, header, rows, answer["header"], answer["rows"])
+    return {
+        "error_code": out["error_code"],
+        "summary": list(out["summary"]),
+        "near_misses": out["near_misses"],
+    }
+
+
+def normalized_config(config: Mapping[str, Any]) -> Mapping[str, Any]:
+    """A config with the evaluator's defaults written out (as reviewers' configs are)."""
+    import evaluator
+
+    try:
+        return evaluator.config.config_to_dict(
+            evaluator.parse_config(dict(config), source="config")
+        )
+    except evaluator.FatalError:
+        return config
+
+
 __all__ = [
     "answer_cells",
     "config_fields",
     "contradiction",
+    "contradiction_text",
     "differences",
     "differing_keys",
+    "explanation",
     "missing_gold_rows",
+    "normalized_config",
     "version_diff",
 ]

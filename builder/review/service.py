@@ -36,7 +36,10 @@ from typing import Any
 from builder.review.adjudication import (
     config_fields,
     contradiction,
+    contradiction_text,
     differences,
+    explanation,
+    normalized_config,
     version_diff,
 )
 from builder.review.anchors import check_anchor
@@ -359,7 +362,9 @@ class ReviewService:
             if any(fold.phase2_locked(n) for n in fold.reviewers):
                 header, rows = self.gold(fold)
                 view["differences"] = differences(fold, fold.version, header, rows)
-                view["differences"]["builder"] = config_fields(_normalized(fold.current.config))
+                view["differences"]["builder"] = config_fields(
+                    normalized_config(fold.current.config)
+                )
                 view["warnings"] = self._warnings(fold, header, rows)
         return view
 
@@ -377,7 +382,7 @@ class ReviewService:
                 header, rows, rec1.phase1["result"], rec.phase2["config"], rec.phase2["verdict"]
             )
             if found is not None:
-                out.append({"reviewer": name, **found, "text": _contradiction_text(name, found)})
+                out.append({"reviewer": name, **found, "text": contradiction_text(name, found)})
         return out
 
     def _versions(self, fold: TaskFold) -> list[dict[str, Any]]:
@@ -431,7 +436,7 @@ class ReviewService:
                 "yours" if rec2 is not None and rec2.phase2 is not None else "text columns"
             )
             out["answer"] = cand["result"]
-            out["explanation"] = _explanation(header, rows, cand["result"], config)
+            out["explanation"] = explanation(header, rows, cand["result"], config)
         return out
 
     def records_view(self, user: User, task_id: str) -> dict[str, Any]:
@@ -572,7 +577,7 @@ class ReviewService:
         assert rec1 is not None and rec1.phase1 is not None
         found = contradiction(header, rows, rec1.phase1["result"], authored, verdict)
         warnings = (
-            [{"reviewer": user.name, **found, "text": _contradiction_text("you", found)}]
+            [{"reviewer": user.name, **found, "text": contradiction_text("you", found)}]
             if found
             else []
         )
@@ -990,46 +995,6 @@ def _diagnostic_config(fold: TaskFold, header: Sequence[str]) -> dict[str, Any]:
             {"gold_index": j, "gold_name": h, "type": "text"} for j, h in enumerate(header)
         ],
     }
-
-
-def _contradiction_text(who: str, found: Mapping[str, Any]) -> str:
-    own = "your" if who == "you" else f"{who}'s"
-    why = " ".join(found.get("summary") or []) or str(found.get("error_code"))
-    return (
-        f"{own} blind answer scores wrong against the gold under {own} config "
-        f"({found.get('error_code')}: {why}), yet {who} chose match"
-    )
-
-
-def _explanation(
-    header: Sequence[str],
-    rows: Sequence[Sequence[str]],
-    answer: Mapping[str, Any],
-    config: Mapping[str, Any],
-) -> dict[str, Any]:
-    """The evaluator's verdict and explanation of an answer against the gold."""
-    import evaluator
-    from evaluator.explain import explain
-
-    cfg = evaluator.parse_config(dict(config), source="config")
-    out = explain(cfg, header, rows, answer["header"], answer["rows"])
-    return {
-        "error_code": out["error_code"],
-        "summary": list(out["summary"]),
-        "near_misses": out["near_misses"],
-    }
-
-
-def _normalized(config: Mapping[str, Any]) -> Mapping[str, Any]:
-    """A config with the evaluator's defaults written out (as reviewers' configs are)."""
-    import evaluator
-
-    try:
-        return evaluator.config.config_to_dict(
-            evaluator.parse_config(dict(config), source="config")
-        )
-    except evaluator.FatalError:
-        return config
 
 
 def _user_terms(message: str) -> str:
