@@ -177,6 +177,7 @@ def test_walk_through_two_reviewers_a_repairer_and_an_admin(review, tmp_path: Pa
         me.fill("#p2-verdict", "match")
         me.fill("#p2-disposition", "pass")
         assert me.visible("#p2-warning")
+        me.shot("phase2-answer-beside-gold")
         me.click("#p2-submit")
         said = me.confirm(ok=False)  # warned before the lock
         assert "yet you chose match" in said, said
