@@ -199,7 +199,11 @@ def test_walk_through_two_reviewers_a_repairer_and_an_admin(review, tmp_path: Pa
         assert me.eval("document.body.dataset.taskState") == "consensus"
         me.next_task("task_2")
         me.solve(GOLD)
-        me.lock_phase1()
+        me.eval("document.querySelector('#p1-result').focus()")
+        me.key("Enter", ctrl=True)  # Ctrl+Enter submits the form being typed in
+        me.confirm()
+        assert me.wait("document.body.dataset.action") == "ok"
+        assert me.eval("document.body.dataset.todo") == "phase2"
         me.verify(digits=2)
         assert me.eval("document.body.dataset.taskState") == "adjudication"
         me.wait("T.visible('#discussion')")
