@@ -224,6 +224,10 @@ class ReviewServer:
         def phase2(q: _Request) -> Any:
             return s.submit_phase2(_u(q), q.task, q.json())
 
+        @r("POST", "/api/tasks/{task}/phase2/check")
+        def phase2_check(q: _Request) -> Any:
+            return s.check_phase2(_u(q), q.task, q.json())
+
         @r("GET", "/api/tasks/{task}/records")
         def records(q: _Request) -> Any:
             return s.records_view(_u(q), q.task)
@@ -255,6 +259,22 @@ class ReviewServer:
         @r("POST", "/api/tasks/{task}/accept")
         def accept(q: _Request) -> Any:
             return s.accept(_u(q), q.task)
+
+        @r("POST", "/api/tasks/{task}/adjudicate")
+        def adjudicate(q: _Request) -> Any:
+            return s.adjudicate(_u(q), q.task, q.json())
+
+        @r("POST", "/api/tasks/{task}/reopen")
+        def reopen(q: _Request) -> Any:
+            return s.reopen(_u(q), q.task, q.json())
+
+        @r("GET", "/api/tasks/{task}/diff")
+        def diff(q: _Request) -> Any:
+            try:
+                version = int(q.arg("version"))
+            except ValueError:
+                raise ReviewError("version: a version number") from None
+            return s.version_diff_view(_u(q), q.task, version)
 
         @r("POST", "/api/tasks/{task}/remove")
         def remove(q: _Request) -> Any:

@@ -19,6 +19,11 @@ The rules (paper Appendix A.5):
 * ``message`` (discussion) needs a locked phase 2 from a reviewer; ``repair`` (only in
   adjudication) creates version n+1 over the previous one and sends it to ``recheck`` by
   the same reviewers; ``accepted`` needs consensus; ``removed`` needs a reason.
+* Two more ways out of ``adjudication``, so no state is a dead end: ``adjudicated`` accepts
+  the builder's version when every reviewer matched and passed and only their own configs
+  differ (the builder's config becomes the agreed one; the event cites the discussion), and
+  ``reopened`` sends the task back to phase 2 as version n+1 with no content change.
+  :func:`exits` lists what an administrator may do in a state.
 * ``state_changed`` events record transitions for readers of the log; replay checks that
   each one states the transition the rules produced.
 """
@@ -175,6 +180,20 @@ class TaskFold:
                 return False
             configs.add(canonical_config(p2["config"]))
         return len(configs) == 1
+
+    def config_only_disagreement(self, version: int | None = None) -> bool:
+        """Every reviewer locked Match + Pass, and only their configs differ."""
+        v = self.version if version is None else version
+        if not self.reviewers:
+            return False
+        for name in self.reviewers:
+            rec = self.record(name, v)
+            if rec is None or rec.phase2 is None:
+                return False
+            p2 = rec.phase2
+            if p2.get("verdict") != Verdict.MATCH or p2.get("disposition") != Disposition.PASS:
+                return False
+        return not self.consensus(v)
 
     def agreed_config(self) -> dict[str, Any] | None:
         """The config every reviewer wrote, when the current version has consensus."""
@@ -413,6 +432,82 @@ def _repair(fold: TaskFold, ev: Event) -> None:
     _set_state(fold, TaskState.RECHECK, ev.at)
 
 
+def _adjudicated(fold: TaskFold, ev: Event) -> None:
+    p = ev.payload
+    _need(
+        fold.state == TaskState.ADJUDICATION,
+        fold.task_id,
+        f"adjudication decides tasks in adjudication, not in state {fold.state}",
+    )
+    _need(
+        fold.config_only_disagreement(),
+        fold.task_id,
+        "the builder's version is accepted by adjudication only when every reviewer matched "
+        "and passed and only their configs differ",
+    )
+    _need(bool(str(p.get("reason", "")).strip()), fold.task_id, "adjudication states its reason")
+    known = {m["id"] for m in fold.messages}
+    cited = list(p.get("messages") or [])
+    _need(
+        all(m in known for m in cited),
+        fold.task_id,
+        f"adjudication cites messages {sorted(set(cited) - known)} that are not in the discussion",
+    )
+    fold.decision = {
+        "decision": "accepted",
+        "via": "adjudication",
+        "at": ev.at,
+        "by": ev.actor,
+        "config": dict(fold.current.config),
+        **{k: v for k, v in p.items() if k != "config"},
+    }
+    _set_state(fold, TaskState.ACCEPTED, ev.at)
+
+
+def _reopened(fold: TaskFold, ev: Event) -> None:
+    _need(
+        fold.state == TaskState.ADJUDICATION,
+        fold.task_id,
+        f"only a task in adjudication goes back to phase 2 (state {fold.state})",
+    )
+    reason = str(ev.payload.get("reason", "")).strip()
+    _need(bool(reason), fold.task_id, "sending a task back to phase 2 states its reason")
+    old = fold.current
+    new = Version(
+        number=old.number + 1,
+        question=old.question,
+        gold_sha256=old.gold_sha256,
+        config=dict(old.config),
+        overlay=dict(old.overlay),
+        needs_phase1=False,
+        scope=(),
+        reason=reason,
+        repaired_by=ev.actor,
+    )
+    fold.versions[new.number] = new
+    fold.version = new.number
+    _set_state(fold, TaskState.RECHECK, ev.at)
+
+
+def exits(fold: TaskFold) -> tuple[str, ...]:
+    """What an administrator may do with a task in its current state.
+
+    Every state that is not final has at least ``remove``; adjudication always has ``repair``
+    and ``reopen`` too, so no disagreement is a dead end.
+    """
+    if fold.state in FINAL_STATES:
+        return ()
+    out: list[str] = []
+    if fold.state == TaskState.CONSENSUS:
+        out.append("accept")
+    if fold.state == TaskState.ADJUDICATION:
+        if fold.config_only_disagreement():
+            out.append("adjudicate")
+        out += ["repair", "reopen"]
+    out.append("remove")
+    return tuple(out)
+
+
 def _accepted(fold: TaskFold, ev: Event) -> None:
     _need(
         fold.state == TaskState.CONSENSUS,
@@ -439,6 +534,8 @@ _HANDLERS = {
     "message": _message,
     "repair": _repair,
     "accepted": _accepted,
+    "adjudicated": _adjudicated,
+    "reopened": _reopened,
     "removed": _removed,
 }
 
@@ -472,5 +569,6 @@ __all__ = [
     "Version",
     "apply",
     "canonical_config",
+    "exits",
     "replay",
 ]

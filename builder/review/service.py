@@ -33,9 +33,19 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
+from builder.review.adjudication import (
+    config_fields,
+    contradiction,
+    contradiction_text,
+    differences,
+    explanation,
+    normalized_config,
+    version_diff,
+)
+from builder.review.anchors import check_anchor
 from builder.review.db import Database
 from builder.review.diagnostic import diagnose
-from builder.review.protocol import Event, TaskFold, apply, canonical_config, replay
+from builder.review.protocol import Event, TaskFold, apply, canonical_config, exits, replay
 from builder.review.taxonomy import (
     ANCHOR_KINDS,
     EVIDENCE_ROLES,
@@ -344,7 +354,36 @@ class ReviewService:
             view["versions"] = self._versions(fold)
             view["decision"] = fold.decision
             view["agreed_config"] = fold.agreed_config()
+            view["exits"] = (
+                list(exits(fold))
+                if user.role == Role.ADMIN
+                else (["repair"] if fold.state == TaskState.ADJUDICATION else [])
+            )
+            if any(fold.phase2_locked(n) for n in fold.reviewers):
+                header, rows = self.gold(fold)
+                view["differences"] = differences(fold, fold.version, header, rows)
+                view["differences"]["builder"] = config_fields(
+                    normalized_config(fold.current.config)
+                )
+                view["warnings"] = self._warnings(fold, header, rows)
         return view
+
+    def _warnings(
+        self, fold: TaskFold, header: Sequence[str], rows: Sequence[Sequence[str]]
+    ) -> list[dict[str, Any]]:
+        """Reviewers of the current version whose blind answer scores wrong but who chose Match."""
+        out = []
+        for name in fold.reviewers:
+            rec = fold.record(name)
+            rec1 = fold.phase1_record(name)
+            if rec is None or rec.phase2 is None or rec1 is None or rec1.phase1 is None:
+                continue
+            found = contradiction(
+                header, rows, rec1.phase1["result"], rec.phase2["config"], rec.phase2["verdict"]
+            )
+            if found is not None:
+                out.append({"reviewer": name, **found, "text": contradiction_text(name, found)})
+        return out
 
     def _versions(self, fold: TaskFold) -> list[dict[str, Any]]:
         return [
@@ -396,6 +435,8 @@ class ReviewService:
             out["diagnostic"]["config_used"] = (
                 "yours" if rec2 is not None and rec2.phase2 is not None else "text columns"
             )
+            out["answer"] = cand["result"]
+            out["explanation"] = explanation(header, rows, cand["result"], config)
         return out
 
     def records_view(self, user: User, task_id: str) -> dict[str, Any]:
@@ -463,7 +504,7 @@ class ReviewService:
         if not isinstance(raw, str):
             raise ReviewError("result_csv: the answer table as CSV text (a header is required)")
         try:
-            table = evaluator.read_csv(raw.encode("utf-8"), role="prediction")
+            table = evaluator.read_csv(raw.encode("utf-8"), role="prediction", name="your answer")
         except (evaluator.CsvError, evaluator.FatalError) as exc:
             raise ReviewError(f"result_csv: {exc}") from exc
         files = self.files(fold)
@@ -471,9 +512,8 @@ class ReviewService:
         semantics = body.get("semantics")
         if not isinstance(semantics, dict) or not str(semantics.get("grain", "")).strip():
             raise ReviewError(
-                "semantics: an object with at least 'grain' (also "
-                + ", ".join(SEMANTICS_FIELDS[1:])
-                + ")"
+                "semantics: describe at least the grain (what one answer row stands for); "
+                "the other fields (" + ", ".join(SEMANTICS_FIELDS[1:]) + ") are optional"
             )
         unknown = set(semantics) - set(SEMANTICS_FIELDS)
         if unknown:
@@ -498,8 +538,10 @@ class ReviewService:
         fold = self._append(user, task_id, "phase1_submitted", payload)
         return {"locked": True, "state": str(fold.state)}
 
-    def submit_phase2(self, user: User, task_id: str, body: Mapping[str, Any]) -> dict[str, Any]:
-        """Validate and lock a verdict, a disposition and an independently written config."""
+    def _phase2_payload(
+        self, user: User, task_id: str, body: Mapping[str, Any]
+    ) -> tuple[TaskFold, dict[str, Any], list[dict[str, Any]]]:
+        """Validate a phase-2 body; the payload and the contradictions it would record."""
         import evaluator
 
         fold = self._reviewer_fold(user, task_id)
@@ -521,17 +563,42 @@ class ReviewService:
                 config=parsed,
             )
         except evaluator.FatalError as exc:
-            raise ReviewError(f"config: {exc}") from exc
-        payload = {
+            raise ReviewError(f"config: {_user_terms(str(exc))}") from exc
+        authored = evaluator.config.config_to_dict(parsed)
+        payload: dict[str, Any] = {
             "reviewer": user.name,
             "verdict": verdict,
             "disposition": disposition,
-            "config": evaluator.config.config_to_dict(parsed),
+            "config": authored,
             "issues": _issues(body.get("issues")),
             "rationale": str(body.get("rationale") or ""),
         }
+        rec1 = fold.phase1_record(user.name)
+        assert rec1 is not None and rec1.phase1 is not None
+        found = contradiction(header, rows, rec1.phase1["result"], authored, verdict)
+        warnings = (
+            [{"reviewer": user.name, **found, "text": contradiction_text("you", found)}]
+            if found
+            else []
+        )
+        return fold, payload, warnings
+
+    def check_phase2(self, user: User, task_id: str, body: Mapping[str, Any]) -> dict[str, Any]:
+        """What locking this phase-2 body would record, without locking (the warnings)."""
+        _, _, warnings = self._phase2_payload(user, task_id, body)
+        return {"warnings": warnings}
+
+    def submit_phase2(self, user: User, task_id: str, body: Mapping[str, Any]) -> dict[str, Any]:
+        """Validate and lock a verdict, a disposition and an independently written config.
+
+        A Match over a blind answer that the evaluator scores wrong under the submitted
+        config is locked (the reviewer confirmed it) with the contradiction recorded.
+        """
+        _, payload, warnings = self._phase2_payload(user, task_id, body)
+        if warnings:
+            payload["warnings"] = [w["text"] for w in warnings]
         fold = self._append(user, task_id, "phase2_submitted", payload)
-        return {"locked": True, "state": str(fold.state)}
+        return {"locked": True, "state": str(fold.state), "warnings": warnings}
 
     def post_message(self, user: User, task_id: str, body: Mapping[str, Any]) -> dict[str, Any]:
         """Add to the discussion; a reviewer's message cites at least one location."""
@@ -646,9 +713,82 @@ class ReviewService:
         fold = self.fold(task_id)
         config = fold.agreed_config()
         if config is None:
-            raise ReviewError(f"{task_id}: not in consensus (state {fold.state})", status=409)
+            ways = ", ".join(w for w in exits(fold) if w != "accept") or "none"
+            raise ReviewError(
+                f"{task_id}: not in consensus (state {fold.state.replace('_', ' ')}); "
+                f"what can be done: {ways}",
+                status=409,
+            )
         self._append(user, task_id, "accepted", {"config": config})
         return {"state": str(TaskState.ACCEPTED)}
+
+    def adjudicate(self, user: User, task_id: str, body: Mapping[str, Any]) -> dict[str, Any]:
+        """Accept the builder's version when only the reviewers' own configs differ.
+
+        The builder's config becomes the agreed one; the event records the reason and the
+        discussion messages it rests on.
+        """
+        if user.role != Role.ADMIN:
+            raise _forbid("only administrators decide adjudications")
+        reason = str(body.get("reason") or "").strip()
+        if not reason:
+            raise ReviewError("reason: say why the builder's config is the right one")
+        cited = body.get("messages") or []
+        if not isinstance(cited, list) or not all(
+            isinstance(m, int) and not isinstance(m, bool) for m in cited
+        ):
+            raise ReviewError("messages: the numbers of the discussion messages you rely on")
+        fold = self.fold(task_id)
+        if not fold.config_only_disagreement():
+            raise ReviewError(
+                f"{task_id}: the reviewers disagree on more than their configs; repair the "
+                "task, send it back to phase 2, or remove it",
+                status=409,
+            )
+        self._append(user, task_id, "adjudicated", {"reason": reason, "messages": cited})
+        return {"state": str(TaskState.ACCEPTED)}
+
+    def reopen(self, user: User, task_id: str, body: Mapping[str, Any]) -> dict[str, Any]:
+        """Send a task in adjudication back to phase 2 as a new version, content unchanged."""
+        if user.role != Role.ADMIN:
+            raise _forbid("only administrators send tasks back to phase 2")
+        reason = str(body.get("reason") or "").strip()
+        if not reason:
+            raise ReviewError("reason: say what the reviewers should look at again")
+        fold = self._append(user, task_id, "reopened", {"reason": reason})
+        return {"version": fold.version, "state": str(fold.state)}
+
+    def version_diff_view(self, user: User, task_id: str, version: int) -> dict[str, Any]:
+        """What version ``version`` changed from the one before (reviewers: config keys only)."""
+        fold = self._visible_fold(user, task_id)
+        if user.role == Role.REVIEWER and not fold.ever_completed(user.name):
+            raise _forbid(f"{task_id}: versions are shown after you lock both phases")
+        if version not in fold.versions or version < 2:
+            raise ReviewError(f"version: 2..{fold.version} (a repaired version)", status=404)
+
+        def side(n: int) -> dict[str, Any]:
+            v = fold.versions[n]
+            header, rows = self.gold(fold, n)
+            return {
+                "question": v.question,
+                "gold_header": header,
+                "gold_rows": rows,
+                "config": v.config,
+                "overlay": v.overlay,
+            }
+
+        diff = version_diff(
+            side(version - 1), side(version), config_values=user.role != Role.REVIEWER
+        )
+        v = fold.versions[version]
+        return {
+            "from": version - 1,
+            "to": version,
+            "scope": list(v.scope),
+            "reason": v.reason,
+            "by": v.repaired_by,
+            **diff,
+        }
 
     def remove(self, user: User, task_id: str, reason: str) -> dict[str, Any]:
         """Remove a task with an explicit reason."""
@@ -760,19 +900,6 @@ def _issues(value: object) -> list[str]:
     return sorted(set(value))
 
 
-def _timestamp_seconds(text: str) -> float:
-    """``"75.5"``, ``"1:15.5"`` or ``"0:01:15"`` in seconds."""
-    parts = text.strip().split(":")
-    if not 1 <= len(parts) <= 3:
-        raise ValueError(text)
-    seconds = 0.0
-    for part in parts:
-        seconds = seconds * 60 + float(part)
-    if seconds < 0:
-        raise ValueError(text)
-    return seconds
-
-
 def _evidence(
     value: object, files: VersionFiles, *, require: bool, light: bool = False
 ) -> list[dict[str, Any]]:
@@ -815,19 +942,10 @@ def _evidence(
             raise ReviewError(f"{where}.anchor_kind: one of {', '.join(ANCHOR_KINDS)}")
         if not anchor:
             raise ReviewError(f"{where}.anchor: the row, key, section, page or timestamp")
-        if kind == "page":
-            if modality != "pdf":
-                raise ReviewError(f"{where}.anchor_kind: page anchors point into PDFs")
-            pages = files.pdf_pages(rel)
-            if not anchor.isdigit() or not 1 <= int(anchor) <= pages:
-                raise ReviewError(f"{where}.anchor: page must be 1..{pages}")
-        if kind == "timestamp":
-            if modality != "video":
-                raise ReviewError(f"{where}.anchor_kind: timestamp anchors point into videos")
-            try:
-                _timestamp_seconds(anchor)
-            except ValueError:
-                raise ReviewError(f"{where}.anchor: a time such as 12.5 or 1:05") from None
+        try:
+            check_anchor(files, rel, modality, str(kind), anchor)
+        except ReviewError as exc:
+            raise ReviewError(f"{where}.anchor: {exc}") from None
         fact = str(item.get("fact") or "").strip()
         if not fact:
             raise ReviewError(f"{where}.fact: the fact this evidence supports")
@@ -877,6 +995,11 @@ def _diagnostic_config(fold: TaskFold, header: Sequence[str]) -> dict[str, Any]:
             {"gold_index": j, "gold_name": h, "type": "text"} for j, h in enumerate(header)
         ],
     }
+
+
+def _user_terms(message: str) -> str:
+    """An evaluator message without the in-memory source name it was parsed under."""
+    return message.replace("<memory>", "").replace("config: ", "").strip()
 
 
 __all__ = ["SESSION_HOURS", "ReviewService", "User", "now_utc"]

@@ -28,7 +28,7 @@ def review_stats(events: Iterable[Event]) -> dict[str, Any]:
     flags: Counter[str] = Counter()
     confidence: Counter[int] = Counter()
     scopes: Counter[str] = Counter()
-    repaired_tasks = 0
+    repaired_tasks = repair_count = reopened = by_adjudication = 0
     accepted_first = accepted_repaired = 0
     removal_reasons: list[dict[str, str]] = []
     rounds: Counter[int] = Counter()
@@ -55,12 +55,17 @@ def review_stats(events: Iterable[Event]) -> dict[str, Any]:
                         flags.update(phase.get("issues") or [])
                 if rec.phase1:
                     confidence[int(rec.phase1["confidence"])] += 1
-        repairs = [v for v in f.versions.values() if v.number > 1]
+        # a version with no scope was reopened for phase 2 without a content change
+        repairs = [v for v in f.versions.values() if v.number > 1 and v.scope]
+        reopened += sum(1 for v in f.versions.values() if v.number > 1 and not v.scope)
+        repair_count += len(repairs)
         if repairs:
             repaired_tasks += 1
         for v in repairs:
             scopes.update(v.scope)
         rounds[len(f.versions)] += 1
+        if str(f.state) == "accepted" and f.decision and f.decision.get("via") == "adjudication":
+            by_adjudication += 1
         if str(f.state) == "accepted":
             if repairs:
                 accepted_repaired += 1
@@ -88,7 +93,8 @@ def review_stats(events: Iterable[Event]) -> dict[str, Any]:
         },
         "repairs": {
             "repaired_tasks": repaired_tasks,
-            "repairs": sum(n * (k - 1) for k, n in rounds.items()),
+            "repairs": repair_count,
+            "reopened_for_phase2": reopened,
             "by_scope": dict(sorted(scopes.items())),
             "versions_per_task": {str(k): v for k, v in sorted(rounds.items())},
         },
@@ -96,6 +102,7 @@ def review_stats(events: Iterable[Event]) -> dict[str, Any]:
             "accepted": states.get("accepted", 0),
             "accepted_first_pass": accepted_first,
             "accepted_after_repair": accepted_repaired,
+            "accepted_by_adjudication": by_adjudication,
             "post_repair_acceptance": _rate(accepted_repaired, repaired_tasks),
             "removed": states.get("removed", 0),
             "removal_reasons": removal_reasons,

@@ -28,6 +28,7 @@ from dataspace.report.load import (
     ReleaseMetadata,
     RunData,
     RunSource,
+    check_same_release,
     combine,
     open_run,
     read_release_metadata,
@@ -79,6 +80,7 @@ def build_report(
     out: str | None = None,
     release: str | None = None,
     traces: str | bool = "new",
+    allow_mixed: bool = False,
 ) -> ReportOutput:
     """Build the report of one run, or of several compared.
 
@@ -91,9 +93,12 @@ def build_report(
         traces: trace pages per attempt: ``new`` (default) writes the pages that do not
             exist yet (attempts never change once finished), ``all`` rewrites every page,
             ``none`` writes none (True and False mean ``new`` and ``none``).
+        allow_mixed: compare runs made on different releases (the report says so at
+            its top); by default they are refused.
 
     Raises:
-        ConfigError: no run given, or a run folder without a readable results file.
+        ConfigError: no run given, a run folder without a readable results file, or runs
+            of different releases without ``allow_mixed``.
     """
     from dataspace.store import open_store
     from dataspace.store.uris import uri_scheme
@@ -106,7 +111,12 @@ def build_report(
     options = {"fsync": False} if uri_scheme(target) == "file" else {}
     out_store = open_store(target, **options)
     return build_from_sources(
-        sources, out_store=out_store, out_prefix="", release=release, traces=traces
+        sources,
+        out_store=out_store,
+        out_prefix="",
+        release=release,
+        traces=traces,
+        allow_mixed=allow_mixed,
     )
 
 
@@ -117,14 +127,18 @@ def build_from_sources(
     out_prefix: str = "",
     release: str | None = None,
     traces: str | bool = "new",
+    allow_mixed: bool = False,
 ) -> ReportOutput:
     """``build_report`` over already opened stores (the run command uses this)."""
     t0 = time.perf_counter()
     mode = trace_mode(traces)
     runs = [read_run(s) for s in sources]
+    mixed = check_same_release(runs, allow_mixed=allow_mixed)
     rel = read_release_metadata(release) if release else None
     df = combine(runs, rel)
     notes = _notes(runs, df, rel, release)
+    if mixed:
+        notes.insert(0, mixed)
     out = OutFolder(store=out_store, prefix=out_prefix)
     # trace pages are written in the background while the tables and figures are drawn
     pending = start_trace_pages(runs, df, out, mode=mode, report_key=HTML_NAME)
@@ -530,9 +544,21 @@ def report_main(argv: Sequence[str] | None = None) -> int:
         help="trace pages per attempt: write the missing ones (new, the "
         "default), rewrite all, or none",
     )
+    parser.add_argument(
+        "--allow-mixed",
+        action="store_true",
+        help="compare runs made on different releases (refused by default; the report "
+        "then says so at its top)",
+    )
     args = parser.parse_args(list(argv) if argv is not None else None)
     try:
-        res = build_report(args.runs, out=args.out, release=args.release, traces=args.traces)
+        res = build_report(
+            args.runs,
+            out=args.out,
+            release=args.release,
+            traces=args.traces,
+            allow_mixed=args.allow_mixed,
+        )
     except DataSpaceError as exc:
         print(f"dataspace report: error: {exc}", file=sys.stderr)
         return 2

@@ -140,6 +140,47 @@ def read_run(source: RunSource) -> RunData:
     return RunData(source=source, run_id=str(run_id), results=df, summary=summary)
 
 
+def release_fingerprint(source: RunSource) -> str | None:
+    """The fingerprint of the release a run was made on (``spec.json``), None if unrecorded."""
+    try:
+        doc = json.loads(source.store.get_bytes(source.key("spec.json")))
+    except NotFoundError:
+        return None
+    except (StoreError, ValueError) as exc:
+        logger.warning(
+            "%s: spec unreadable (%s)", source.store.url_for(source.key("spec.json")), exc
+        )
+        return None
+    value = (doc.get("identity") or {}).get("release_fingerprint")
+    return str(value) if value else None
+
+
+def check_same_release(runs: Sequence[RunData], *, allow_mixed: bool = False) -> str | None:
+    """Refuse runs of different releases (tasks would be matched by id alone).
+
+    Returns:
+        None when every run recorded the same release (or only one run is given); with
+        ``allow_mixed``, the sentence the report shows at its top.
+
+    Raises:
+        ConfigError: the runs name different release fingerprints and ``allow_mixed`` is off.
+    """
+    prints = {r.run_id: release_fingerprint(r.source) for r in runs}
+    known = {fp for fp in prints.values() if fp}
+    if len(known) <= 1:
+        return None
+    listing = ", ".join(f"{rid} ({(fp or 'unrecorded')[:12]})" for rid, fp in prints.items())
+    if not allow_mixed:
+        raise ConfigError(
+            f"the runs were made on different releases: {listing}; tasks with one id may "
+            "differ between them. Compare runs of one release, or pass --allow-mixed"
+        )
+    return (
+        f"Mixed releases: these runs were made on {len(known)} different releases "
+        f"({listing}); tasks are matched by id alone, so a task may differ between runs."
+    )
+
+
 def _folder_name(source: RunSource) -> str:
     return source.uri.rstrip("/").rsplit("/", 1)[-1] or "run"
 
@@ -254,9 +295,11 @@ __all__ = [
     "RunData",
     "RunSource",
     "agent_labels",
+    "check_same_release",
     "combine",
     "open_run",
     "read_release_metadata",
     "read_run",
+    "release_fingerprint",
     "task_metadata",
 ]

@@ -31,6 +31,8 @@ table{border-collapse:collapse;margin:.6em 0 1em;font-size:.86em}
 td,th{border:1px solid var(--line);padding:3px 7px;vertical-align:top}
 th{background:var(--head);text-align:left;position:sticky;top:0}
 th.sortable{cursor:pointer} th.sortable:hover{background:#e4e8ee}
+th[aria-sort=ascending]::after{content:" \\25B2"}
+th[aria-sort=descending]::after{content:" \\25BC"}
 td.n,th.n{text-align:right;font-variant-numeric:tabular-nums;white-space:nowrap}
 .wrap{overflow-x:auto;max-width:100%}
 .note{color:var(--warn);background:#fff8e6;border-left:3px solid #e0a800;
@@ -67,13 +69,18 @@ SORT_SCRIPT = """
 document.querySelectorAll('table.sortable').forEach(function (table) {
   table.querySelectorAll('th').forEach(function (th, col) {
     th.classList.add('sortable');
+    th.setAttribute('aria-sort', 'none');
+    th.title = 'click to sort';
     th.addEventListener('click', function () {
       var body = table.tBodies[0];
       if (!body) { return; }
       var rows = Array.prototype.slice.call(body.rows);
       var asc = th.getAttribute('data-dir') !== 'asc';
-      table.querySelectorAll('th').forEach(function (h) { h.removeAttribute('data-dir'); });
+      table.querySelectorAll('th').forEach(function (h) {
+        h.removeAttribute('data-dir'); h.setAttribute('aria-sort', 'none');
+      });
       th.setAttribute('data-dir', asc ? 'asc' : 'desc');
+      th.setAttribute('aria-sort', asc ? 'ascending' : 'descending');
       function key(row) {
         var cell = row.cells[col];
         var text = cell ? (cell.getAttribute('data-v') || cell.textContent) : '';

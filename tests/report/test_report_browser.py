@@ -168,8 +168,14 @@ def test_report_loads_clean_with_tables_figures_and_trace_links(browser, report,
     assert rows == len(res.data["accuracy"])
     # sorting a table by clicking its header runs without errors and reorders the rows
     first = page.eval("document.querySelector('#t-accuracy tbody td').textContent")
+    sort_of = "Array.from(document.querySelectorAll('#t-accuracy th')).map(h => h.ariaSort)"
+    assert set(page.eval(sort_of)) == {"none"}
     page.eval("document.querySelectorAll('#t-accuracy th')[0].click()")
+    assert page.eval(sort_of)[:2] == ["ascending", "none"]
     page.eval("document.querySelectorAll('#t-accuracy th')[0].click()")
+    assert page.eval(sort_of)[0] == "descending"  # the sort state shows (an arrow via CSS)
+    arrow = "getComputedStyle(document.querySelectorAll('#t-accuracy th')[0], '::after').content"
+    assert "\u25bc" in page.eval(arrow)
     after = page.eval("document.querySelector('#t-accuracy tbody td').textContent")
     assert first and after
     links = page.eval("Array.from(document.querySelectorAll('a.att')).length")

@@ -312,3 +312,42 @@ def test_the_harness_section_compares_harnesses_with_the_model_fixed(store_root,
     assert all(table["end_states"].str.len() > 0)
     md = (tmp_path / "o" / "report.md").read_text()
     assert "## Harnesses with the backbone fixed" in md
+
+
+def test_runs_of_different_releases_are_refused_unless_allowed(store_root, tmp_path):
+    """Guards: `dataspace report RUN1 RUN2` over two releases matched tasks by id, silently."""
+    import subprocess
+    import sys
+
+    runs = [store_root / "runs" / "demo", store_root / "runs" / "official"]
+    for run, fp in zip(runs, ("aaaa1111bbbb2222", "cccc3333dddd4444"), strict=True):
+        doc = {"schema_version": "1.0", "identity": {"release_fingerprint": fp}}
+        (run / "spec.json").write_text(json.dumps(doc))
+    try:
+
+        def report(*extra):
+            return subprocess.run(
+                [sys.executable, "-m", "dataspace.cli", "report", *map(str, runs), *extra],
+                capture_output=True,
+                text=True,
+                timeout=300,
+            )
+
+        res = report("--out", str(tmp_path / "a"), "--traces", "none")
+        assert res.returncode == 2 and res.stderr.count("\n") == 1, res.stderr
+        assert "different releases: demo (aaaa1111bbbb), official (cccc3333dddd)" in res.stderr
+        assert "--allow-mixed" in res.stderr
+        assert not (tmp_path / "a" / "report.html").exists()
+        res = report("--out", str(tmp_path / "b"), "--traces", "none", "--allow-mixed")
+        assert res.returncode == 0, res.stderr
+        assert "note:     Mixed releases" in res.stdout
+        html = (tmp_path / "b" / "report.html").read_text()
+        assert html.index("Mixed releases") < html.index('<h2 id="accuracy"')
+        # one release: no refusal, no banner
+        (runs[1] / "spec.json").write_text((runs[0] / "spec.json").read_text())
+        res = report("--out", str(tmp_path / "c"), "--traces", "none")
+        assert res.returncode == 0, res.stderr
+        assert "Mixed" not in (tmp_path / "c" / "report.html").read_text()
+    finally:
+        for run in runs:
+            (run / "spec.json").unlink()

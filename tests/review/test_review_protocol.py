@@ -134,6 +134,7 @@ def test_full_cycle_consensus_repair_removal_export_replay(review, tmp_path: Pat
     assert stats["repairs"] == {
         "repaired_tasks": 1,
         "repairs": 1,
+        "reopened_for_phase2": 0,
         "by_scope": {"config": 1},
         "versions_per_task": {"1": 2, "2": 1},
     }
@@ -448,8 +449,10 @@ def test_repair_of_question_workspace_and_gold_is_an_overlay(review, tmp_path: P
     assert ana.get("/api/tasks/task_2/file", path="notes/countries.json").status == 404
     assert ana.get("/api/tasks/task_2/gold").status == 403  # new version: blind again
     new_rows = [["Lyon", 522000], ["Graz", 291000], ["Turku", 225000]]
+    body = phase1_body(new_rows)
+    body["evidence"][0]["anchor"] = "1-3"  # the repaired table has 3 data rows
     for c in (ana, ben):
-        c.ok("POST", "/api/tasks/task_2/phase1", phase1_body(new_rows))
+        c.ok("POST", "/api/tasks/task_2/phase1", body)
         assert c.ok("GET", "/api/tasks/task_2/gold")["diagnostic"]["verdict"]["passed"]
         c.ok("POST", "/api/tasks/task_2/phase2", phase2_body(config_body()))
     root.ok("POST", "/api/tasks/task_1/accept")
