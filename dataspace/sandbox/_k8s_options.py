@@ -88,6 +88,8 @@ class KubernetesOptions:
             ``relay_address``.
         relay_ports: the inclusive port range the relays listen in; it must be the range
             the NetworkPolicies allow (``k8s/base/harness-relay.yaml``).
+        settle_timeout: seconds the pod is read again after a broken exec until its phase
+            settles (the kubelet kills containers first and reports the phase later).
     """
 
     namespace: str = DEFAULT_NAMESPACE
@@ -124,6 +126,7 @@ class KubernetesOptions:
     relay_address: str | None = None
     relay_bind: str | None = None
     relay_ports: tuple[int, int] = RELAY_PORTS
+    settle_timeout: float = 15.0
 
     def __post_init__(self) -> None:
         if self.max_pending < 1 or self.max_deleting < 1:

@@ -6,6 +6,7 @@ Kubernetes schemas and the status rules tested without a cluster.
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import json
 import re
@@ -380,6 +381,16 @@ class PodState:
     reason: str = ""
     message: str = ""
     node: str | None = None
+    phase: str = ""
+
+    @property
+    def settled(self) -> bool:
+        """Whether this is the pod's last word: its phase is final, or it is gone.
+
+        The kubelet kills containers first and writes the phase about a second later, so
+        a pod whose containers ended while its phase still says Running has not settled.
+        """
+        return self.kind == "gone" or self.phase in ("Failed", "Succeeded", "Unknown")
 
     @property
     def terminal(self) -> bool:
@@ -405,7 +416,17 @@ def classify_pod(pod: Mapping[str, Any] | None) -> PodState:
     'image_error'
     >>> classify_pod(None).kind
     'gone'
+    >>> ended = classify_pod({"status": {"phase": "Running", "containerStatuses": [
+    ...     {"name": "sandbox", "state": {"terminated": {"exitCode": 0}}}]}})
+    >>> ended.kind, ended.settled
+    ('failed', False)
     """
+    state = _classify(pod)
+    phase = ((pod or {}).get("status") or {}).get("phase") or ""
+    return dataclasses.replace(state, phase=phase) if pod is not None else state
+
+
+def _classify(pod: Mapping[str, Any] | None) -> PodState:
     if pod is None:
         return PodState(kind="gone", reason="NotFound", message="the pod no longer exists")
     meta = pod.get("metadata") or {}
@@ -505,11 +526,48 @@ def _own_storage_limit(message: str) -> bool:
     True
     >>> _own_storage_limit("Pod ephemeral local storage usage exceeds the total limit 2Gi.")
     True
+    >>> _own_storage_limit('Container sandbox exceeded its local ephemeral storage limit "1Gi". ')
+    True
     >>> _own_storage_limit("The node was low on resource: ephemeral-storage.")
     False
     """
     lowered = message.lower()
+    if "exceeded its local ephemeral storage limit" in lowered:
+        return True
     return "exceeds the" in lowered and ("emptydir" in lowered or "ephemeral" in lowered)
+
+
+def _when(event: Mapping[str, Any]) -> str:
+    return str(
+        event.get("lastTimestamp") or event.get("eventTime") or event.get("firstTimestamp") or ""
+    )
+
+
+def ending_from_events(events: Sequence[Mapping[str, Any]]) -> PodState | None:
+    """The end a pod's Warning events announce before its phase does, if any.
+
+    The kubelet records ``DeadlineExceeded`` or ``Evicted`` as it kills the containers; the
+    pod's phase follows later. None when no such event is there.
+
+    >>> ending_from_events([{"type": "Warning", "reason": "DeadlineExceeded",
+    ...     "message": "Pod was active on the node longer than the specified deadline"}]).kind
+    'deadline'
+    >>> ending_from_events([{"type": "Warning", "reason": "Evicted",
+    ...     "message": 'Usage of EmptyDir volume "output" exceeds the limit "64Mi". '}]).kind
+    'storage_limit'
+    >>> ending_from_events([{"type": "Normal", "reason": "Started", "message": ""}]) is None
+    True
+    """
+    for event in sorted(events, key=_when, reverse=True):
+        if event.get("type") != "Warning":
+            continue
+        reason, message = str(event.get("reason") or ""), str(event.get("message") or "")
+        if reason == "DeadlineExceeded":
+            return PodState(kind="deadline", reason=reason, message=message)
+        if reason == "Evicted":
+            kind: PodKind = "storage_limit" if _own_storage_limit(message) else "evicted"
+            return PodState(kind=kind, reason=reason, message=message)
+    return None
 
 
 def format_events(events: Sequence[Mapping[str, Any]], limit: int = 8) -> str:
@@ -518,16 +576,7 @@ def format_events(events: Sequence[Mapping[str, Any]], limit: int = 8) -> str:
     >>> format_events([{"reason": "Scheduled", "message": "assigned to n1", "type": "Normal"}])
     'Normal Scheduled: assigned to n1'
     """
-
-    def when(event: Mapping[str, Any]) -> str:
-        return str(
-            event.get("lastTimestamp")
-            or event.get("eventTime")
-            or event.get("firstTimestamp")
-            or ""
-        )
-
-    ordered = sorted(events, key=when)[-limit:]
+    ordered = sorted(events, key=_when)[-limit:]
     lines = []
     for e in ordered:
         count = e.get("count") or 1
@@ -548,6 +597,7 @@ __all__ = [
     "bytes_quantity",
     "classify_pod",
     "cpu_quantity",
+    "ending_from_events",
     "format_events",
     "label_value",
     "pod_labels",

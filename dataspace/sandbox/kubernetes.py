@@ -104,6 +104,7 @@ from dataspace.sandbox._k8s_pod import (
     StreamedWorkspace,
     VolumeWorkspace,
     classify_pod,
+    ending_from_events,
     format_events,
     pod_manifest,
     pod_name,
@@ -584,9 +585,43 @@ class KubernetesSandbox:
                 f"sandbox for {self._what()}: {exc}", code="k8s_api", pod=self.name
             ) from exc
 
+    def _settled_state(self) -> PodState:
+        """The pod's state once its phase has settled, read again for ``settle_timeout``.
+
+        The kubelet kills the containers first and reports the phase about a second later
+        (after the containers' own end, which alone would read as a container that exited):
+        one read would blame the API or the container for the pod's deadline or eviction.
+        Past the window the Warning events the kubelet recorded as it killed tell the end;
+        without them the last state read stands.
+        """
+        end = time.monotonic() + self._opts.settle_timeout
+        pause = 0.05
+        while True:
+            state = self._pod_state()
+            left = end - time.monotonic()
+            if state.settled or left <= 0:
+                break
+            time.sleep(min(pause, left))
+            pause = min(2 * pause, 0.5)
+        if not state.settled:
+            try:
+                announced = ending_from_events(self._api.pod_events(self._ns, self.name))
+            except ApiCallError:
+                announced = None
+            if announced is not None:
+                logger.info(
+                    "pod %s: phase still %s after %.0fs; its events say %s",
+                    self.name,
+                    state.phase or "unknown",
+                    self._opts.settle_timeout,
+                    announced.reason,
+                )
+                return dataclasses.replace(announced, node=state.node, phase=state.phase)
+        return state
+
     def _lost(self, exc: Exception) -> PodState:
         """After a broken exec: the pod's terminal state (raising for infrastructure ends)."""
-        state = self._pod_state()
+        state = self._settled_state()
         if not state.terminal:
             raise PodFailedError(
                 f"sandbox for {self._what()}: exec failed while the pod runs: {exc}",

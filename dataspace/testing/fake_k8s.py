@@ -245,6 +245,7 @@ class _Pod:
     started_at: float | None = None
     net_holder: subprocess.Popen[bytes] | None = None
     listeners: list[socket.socket] = field(default_factory=list)
+    ending: bool = False
 
 
 class FakeKubernetes:
@@ -262,6 +263,9 @@ class FakeKubernetes:
             does; ``{}``: an image without a runtime manifest.
         network: the cluster network and NetworkPolicies (see ``PodNetwork``); None: pods
             have no network at all.
+        status_delay: seconds from the kubelet killing a pod's containers (deadline,
+            eviction, OOM) to the pod's status saying so, as the kubelet's status
+            manager reports about a second later (an attribute: tests may lower it).
     """
 
     def __init__(
@@ -273,8 +277,10 @@ class FakeKubernetes:
         image_binds: tuple[str, ...] = (),
         image_folders: dict[str, Path] | None = None,
         network: PodNetwork | None = None,
+        status_delay: float = 1.0,
     ) -> None:
         self.runtime = _pick_runtime(runtime)
+        self.status_delay = status_delay
         if network is not None and self.runtime != "chroot":
             raise RuntimeError("the fake's pod network needs the chroot runtime (root, unshare)")
         self.network = network
@@ -561,7 +567,6 @@ class FakeKubernetes:
                     pod,
                     "DeadlineExceeded",
                     "Pod was active on the node longer than the specified deadline",
-                    container_reason="Error",
                 )
 
         threading.Thread(target=fire, daemon=True).start()
@@ -585,29 +590,90 @@ class FakeKubernetes:
             and pod.obj["status"]["phase"] in ("Pending", "Running")
         )
 
-    def _terminate(self, pod: _Pod, reason: str, message: str, *, container_reason: str) -> None:
-        """End a running pod (Failed) and kill its processes."""
+    def _terminate(
+        self,
+        pod: _Pod,
+        reason: str,
+        message: str,
+        *,
+        container_reason: str = "",
+        graceful: bool = True,
+    ) -> None:
+        """End a running pod as a kubelet does: kill first, report later.
+
+        The kubelet records the Warning event and kills the containers (``graceful``:
+        SIGTERM to each container's first process, SIGKILL after the pod's grace period;
+        else SIGKILL, as the kernel's OOM killer does); what was exec'd in a container dies
+        with it (exit 137). The pod's phase, reason and container statuses reach the API
+        only ``status_delay`` seconds later.
+        """
         with self._cond:
-            if not self._alive(pod):
+            if not self._alive(pod) or pod.ending:
                 return
-            status = pod.obj["status"]
-            status["phase"] = "Failed"
-            status["reason"] = reason
-            status["message"] = message
-            status["conditions"] = [{"type": "Ready", "status": "False"}]
-            status["containerStatuses"] = [
-                {
-                    "name": c["name"],
-                    "ready": False,
-                    "restartCount": 0,
-                    "state": {"terminated": {"exitCode": 137, "reason": container_reason}},
-                }
-                for c in pod.obj["spec"]["containers"]
-            ]
+            pod.ending = True
             ns, name = pod.obj["metadata"]["namespace"], pod.obj["metadata"]["name"]
-            self._add_event(ns, name, reason, message, "Warning")
-            self._changed(pod)
-        self._kill(pod)
+            if reason:
+                self._add_event(ns, name, reason, message, "Warning")
+            grace = float(pod.obj["spec"].get("terminationGracePeriodSeconds", 30))
+        codes = self._stop_containers(pod, graceful=graceful, grace=grace)
+        # first the containers' end (phase still Running), then the pod's phase and reason
+        for step in ("containers", "phase"):
+            if not self._sleep(pod, self.status_delay / 2):
+                return
+            with self._cond:
+                if not self._alive(pod):
+                    return
+                self._report_end(pod, codes, container_reason)
+                if step == "phase":
+                    status = pod.obj["status"]
+                    status["phase"] = "Failed"
+                    if reason:
+                        status["reason"] = reason
+                        status["message"] = message
+                self._changed(pod)
+
+    def _report_end(self, pod: _Pod, codes: dict[str, int], container_reason: str) -> None:
+        """Write the ended containers into the pod's status (caller holds the lock)."""
+        status = pod.obj["status"]
+        status["conditions"] = [{"type": "Ready", "status": "False"}]
+        status["containerStatuses"] = [
+            {
+                "name": c["name"],
+                "ready": False,
+                "restartCount": 0,
+                "image": c["image"],
+                "state": {
+                    "terminated": {
+                        "exitCode": codes.get(c["name"], 137),
+                        "reason": container_reason
+                        or ("Completed" if codes.get(c["name"]) == 0 else "Error"),
+                    }
+                },
+            }
+            for c in pod.obj["spec"]["containers"]
+        ]
+
+    def _stop_containers(self, pod: _Pod, *, graceful: bool, grace: float) -> dict[str, int]:
+        """Kill a pod's containers and execs; each container's exit code."""
+        if graceful:
+            for cname, proc in pod.procs.items():
+                target = pod.ns_pids.get(cname, proc.pid)
+                with contextlib.suppress(ProcessLookupError, PermissionError):
+                    os.kill(target, signal.SIGTERM)
+            end = time.monotonic() + max(grace, 0.1)
+            for proc in pod.procs.values():
+                with contextlib.suppress(subprocess.TimeoutExpired):
+                    proc.wait(timeout=max(0.0, end - time.monotonic()))
+        codes: dict[str, int] = {}
+        for cname, proc in pod.procs.items():
+            _kill_group(proc)
+            code = proc.returncode if proc.returncode is not None else -signal.SIGKILL
+            codes[cname] = code if code >= 0 else 128 - code
+        # the container's PID namespace ends with its first process: execs die with it
+        # (their streams stay open, so each exec still reports its exit status)
+        for proc in list(pod.execs):
+            _signal_tree(proc, signal.SIGKILL)
+        return codes
 
     def _kill(self, pod: _Pod) -> None:
         for proc in [*pod.procs.values(), *pod.execs]:
@@ -937,25 +1003,24 @@ class FakeKubernetes:
                     pod,
                     "DeadlineExceeded",
                     "Pod was active on the node longer than the specified deadline",
-                    container_reason="Error",
                 )
             return
         time.sleep(0.2)
         if what == "oom":
-            self._terminate(pod, "", "", container_reason="OOMKilled")
+            self._terminate(pod, "", "", container_reason="OOMKilled", graceful=False)
         elif what == "evict":
             self._terminate(
                 pod,
                 "Evicted",
-                "The node was low on resource: memory. Threshold quantity: 100Mi, available: 20Mi.",
-                container_reason="Error",
+                "The node was low on resource: memory. Threshold quantity: 100Mi, available: "
+                "20Mi. Container sandbox was using 3Gi, request is 16Gi, has larger "
+                "consumption of memory. ",
             )
         else:
+            volumes = {v["name"]: v for v in pod.obj["spec"].get("volumes") or []}
+            limit = (volumes.get("output", {}).get("emptyDir") or {}).get("sizeLimit", "1Gi")
             self._terminate(
-                pod,
-                "Evicted",
-                'Usage of EmptyDir volume "output" exceeds the limit "1Gi". ',
-                container_reason="Error",
+                pod, "Evicted", f'Usage of EmptyDir volume "output" exceeds the limit "{limit}". '
             )
 
     def _delete(self, ns: str, name: str) -> tuple[int, dict[str, Any]]:
@@ -1225,6 +1290,8 @@ def _pump(handler: _Handler, proc: subprocess.Popen[bytes], proto: str) -> None:
                         continue
                     send(2, bytes([key.data]) + data)
             code = proc.wait()
+            if code < 0:  # killed by a signal: the runtime reports 128 + the signal
+                code = 128 - code
             if code == 0:
                 status = {"metadata": {}, "status": "Success"}
             else:
@@ -1364,13 +1431,19 @@ def _descendants(root: int) -> set[int]:
     return found
 
 
-def _kill_group(proc: subprocess.Popen[bytes]) -> None:
+def _signal_tree(proc: subprocess.Popen[bytes], sig: int) -> None:
+    """Signal a process, everything it started and its process group."""
     if proc.poll() is None:
         for pid in _descendants(proc.pid):
             with contextlib.suppress(ProcessLookupError, PermissionError):
-                os.kill(pid, signal.SIGKILL)
+                os.kill(pid, sig)
         with contextlib.suppress(ProcessLookupError, PermissionError):
-            os.killpg(proc.pid, signal.SIGKILL)
+            os.killpg(proc.pid, sig)
+
+
+def _kill_group(proc: subprocess.Popen[bytes]) -> None:
+    if proc.poll() is None:
+        _signal_tree(proc, signal.SIGKILL)
         with contextlib.suppress(subprocess.TimeoutExpired):
             proc.wait(timeout=5)
     for stream in (proc.stdin, proc.stdout, proc.stderr):

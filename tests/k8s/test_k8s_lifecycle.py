@@ -1,0 +1,116 @@
+"""What a real kubelet does to a sandbox pod, on the loopback fake, and the status it ends in.
+
+The fake kills first and reports later, as a kubelet does: containers die (an exec ends
+with 137), their end shows in the pod's status, and only then the phase and its reason.
+Each case is a regression test of a status that followed the first read instead of the
+cause (issue 23): a deadline is ``deadline`` (never retried), an eviction for the pod's own
+limits or an OOM kill is ``resource_limit``, any other loss stays an infrastructure error.
+"""
+
+from __future__ import annotations
+
+import threading
+from pathlib import Path
+
+import pytest
+
+pytest.importorskip(
+    "kubernetes",
+    reason="the kubernetes backend needs the kubernetes client (pip install kubernetes)",
+)
+from k8s_support import NAMESPACE, make_backend
+
+from dataspace.sandbox.base import Limits, SandboxSpec
+from dataspace.sandbox.kubernetes import PodFailedError
+from dataspace.testing.fake_k8s import Behaviour, FakeKubernetes
+
+LABELS = {"run": "r1", "agent": "gold", "task": "task_1", "attempt": "1"}
+
+
+def spec(workspace: Path, **limits: float) -> SandboxSpec:
+    values: dict[str, float] = {"wall_seconds": 120, "command_timeout": 30, "cpus": 1}
+    values.update(limits)
+    return SandboxSpec(workspace=workspace, labels=LABELS, limits=Limits(**values))  # type: ignore[arg-type]
+
+
+def test_a_deadline_reported_after_the_kill_is_a_deadline(
+    fake: FakeKubernetes, workspace: Path, tmp_path: Path
+) -> None:
+    """Guards: a pod past activeDeadlineSeconds whose exec ends (137) before its phase says
+    Failed/DeadlineExceeded ended ``k8s_api`` (an infrastructure error, retried: the model
+    paid twice) instead of ``deadline``."""
+    fake.status_delay = 0.6
+    fake.behaviour = Behaviour(outcome="deadline", on_exec=2, after=0.3)
+    with make_backend(fake, tmp_path).create(spec(workspace)) as sandbox:
+        result = sandbox.exec("sleep 5")
+        assert result.status == "deadline", result
+        assert "DeadlineExceeded" in result.stderr
+        assert sandbox.exec("true").status == "deadline"
+        assert sandbox.collect(tmp_path / "out") == []
+
+
+def test_an_emptydir_eviction_is_a_resource_limit_not_a_completed_container(
+    fake: FakeKubernetes, workspace: Path, tmp_path: Path
+) -> None:
+    """Guards: after an eviction for the output folder's sizeLimit the helper (PID 1) exits
+    0 on SIGTERM; the container reads ``Completed`` while the phase still says Running, and
+    the sandbox reported ``pod_failed`` instead of ``resource_limit``."""
+    fake.status_delay = 0.6
+    fake.behaviour = Behaviour(outcome="storage", on_exec=2)
+    with make_backend(fake, tmp_path).create(spec(workspace)) as sandbox:
+        result = sandbox.exec("sleep 5")
+        assert result.status == "resource_limit", result
+        assert 'Usage of EmptyDir volume "output" exceeds the limit "1Gi"' in result.stderr
+        pod = fake.pod(NAMESPACE, sandbox.name)
+        assert pod is not None
+        terminated = pod["status"]["containerStatuses"][0]["state"]["terminated"]
+        assert (terminated["exitCode"], terminated["reason"]) == (0, "Completed")
+        assert sandbox.exec("true").status == "resource_limit"
+
+
+def test_the_kubelets_events_tell_the_end_when_the_phase_is_late(
+    fake: FakeKubernetes, workspace: Path, tmp_path: Path
+) -> None:
+    """Guards: a pod whose phase update is later than ``settle_timeout`` still ends with the
+    cause its Warning event (recorded as the kubelet killed it) names."""
+    fake.status_delay = 6.0
+    fake.behaviour = Behaviour(outcome="deadline", on_exec=2, after=0.2)
+    backend = make_backend(fake, tmp_path, settle_timeout=0.5)
+    with backend.create(spec(workspace)) as sandbox:
+        result = sandbox.exec("sleep 5")
+        assert result.status == "deadline", result
+        assert "longer than the specified deadline" in result.stderr
+
+
+def test_a_node_pressure_eviction_stays_an_infrastructure_failure(
+    fake: FakeKubernetes, workspace: Path, tmp_path: Path
+) -> None:
+    fake.status_delay = 0.6
+    fake.behaviour = Behaviour(outcome="evict", on_exec=2)
+    with make_backend(fake, tmp_path).create(spec(workspace)) as sandbox:
+        with pytest.raises(PodFailedError) as caught:
+            sandbox.exec("sleep 5")
+        assert caught.value.code == "pod_evicted"
+        assert "The node was low on resource: memory" in str(caught.value)
+
+
+def test_a_pod_deleted_under_the_sandbox_stays_pod_gone(
+    fake: FakeKubernetes, workspace: Path, tmp_path: Path
+) -> None:
+    """Guards: reading the pod until its phase settles must not turn a pod that vanished
+    (deleted by someone else, its node lost) into an agent outcome."""
+    backend = make_backend(fake, tmp_path)
+    with backend.create(spec(workspace)) as sandbox:
+        started = threading.Event()
+
+        def delete_soon() -> None:
+            started.wait(10)
+            backend.api.delete_pod(NAMESPACE, sandbox.name)
+
+        deleter = threading.Thread(target=delete_soon)
+        deleter.start()
+        started.set()
+        with pytest.raises(PodFailedError) as caught:
+            sandbox.exec("sleep 10")
+        deleter.join()
+        assert caught.value.code == "pod_gone"
