@@ -77,6 +77,18 @@ RUNTIME_MANIFEST: dict[str, Any] = {
 """The runtime manifest the fake's images hold by default (the shape of the real one)."""
 _WS_GUID = "258EAFA5-E914-47DA-95CA-C5AB0DC85B11"
 NODE = "fake-node-1"
+KUBELET_ENV = {
+    "KUBERNETES_SERVICE_HOST": "10.96.0.1",
+    "KUBERNETES_SERVICE_PORT": "443",
+    "KUBERNETES_SERVICE_PORT_HTTPS": "443",
+    "KUBERNETES_PORT": "tcp://10.96.0.1:443",
+    "KUBERNETES_PORT_443_TCP": "tcp://10.96.0.1:443",
+    "KUBERNETES_PORT_443_TCP_PROTO": "tcp",
+    "KUBERNETES_PORT_443_TCP_PORT": "443",
+    "KUBERNETES_PORT_443_TCP_ADDR": "10.96.0.1",
+}
+"""What the kubelet adds to every container's environment: the API server's service,
+even with ``enableServiceLinks: false``."""
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -732,6 +744,7 @@ class FakeKubernetes:
         env = {
             "PATH": "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
             "HOSTNAME": pod.obj["metadata"]["name"],
+            **KUBELET_ENV,
         }
         for e in container.get("env") or []:
             env[e["name"]] = e.get("value", "")
@@ -1514,6 +1527,7 @@ def fake_kubernetes(**kwargs: Any) -> Iterator[FakeKubernetes]:
 
 
 __all__ = [
+    "KUBELET_ENV",
     "NODE",
     "RUNTIME_MANIFEST",
     "Behaviour",

@@ -114,3 +114,23 @@ def test_a_pod_deleted_under_the_sandbox_stays_pod_gone(
             sandbox.exec("sleep 10")
         deleter.join()
         assert caught.value.code == "pod_gone"
+
+
+def test_commands_do_not_see_what_the_kubelet_injects(
+    fake: FakeKubernetes, workspace: Path, tmp_path: Path
+) -> None:
+    """Guards: every command saw ``KUBERNETES_SERVICE_HOST=10.96.0.1`` and its siblings,
+    which the kubelet adds despite ``enableServiceLinks: false`` (the container's own
+    environment holds them: the helper must drop them)."""
+    from dataspace.testing.fake_k8s import KUBELET_ENV
+
+    if fake.runtime != "chroot":
+        pytest.skip("reading the container's PID 1 needs the fake's chroot runtime (root)")
+    with make_backend(fake, tmp_path).create(spec(workspace)) as sandbox:
+        # the container's first process (the helper) has them, as on a cluster
+        init_env = sandbox.exec(["sh", "-c", "tr '\\0' '\\n' < /proc/1/environ"])
+        assert "KUBERNETES_SERVICE_HOST=10.96.0.1" in init_env.stdout.splitlines()
+        listed = sandbox.exec("env", env={"MINE": "1"})
+        names = {line.split("=", 1)[0] for line in listed.stdout.splitlines()}
+        assert names.isdisjoint(KUBELET_ENV), sorted(names & set(KUBELET_ENV))
+        assert {"MINE", "PATH", "HOME", "LANG", "TMPDIR"} <= names
