@@ -293,6 +293,7 @@ class FakeKubernetes:
     ) -> None:
         self.runtime = _pick_runtime(runtime)
         self.status_delay = status_delay
+        self._cgroup_v2, self._cgroup_base = _memory_cgroup_base(self.runtime)
         if network is not None and self.runtime != "chroot":
             raise RuntimeError("the fake's pod network needs the chroot runtime (root, unshare)")
         self.network = network
@@ -350,6 +351,8 @@ class FakeKubernetes:
         if self._server is not None:
             self._server.shutdown()
             self._server.server_close()
+        if self._cgroup_base is not None:
+            _remove_cgroup_tree(self._cgroup_base)
         shutil.rmtree(self._dir, ignore_errors=True)
 
     # ---- scripting and inspection -------------------------------------------------------
@@ -368,6 +371,11 @@ class FakeKubernetes:
         """
         with self._cond:
             self._faults.append(_Fault(method.upper(), contains, status, count, after_effect))
+
+    @property
+    def memory_cgroups(self) -> bool:
+        """Whether containers get memory cgroups of their limits (the kernel OOM-kills)."""
+        return self._cgroup_base is not None
 
     def pod_names(self, namespace: str | None = None) -> list[str]:
         """Names of the pods that exist now."""
@@ -765,8 +773,15 @@ class FakeKubernetes:
             "--no-new-privs",
         ]
         enter = f'cd {_q(workdir)} 2>/dev/null || cd /; exec "$0" "$@"'
+        group = self._memory_group(pod, container)
+        join = (
+            []
+            if group is None
+            else ["/bin/sh", "-c", 'echo 0 > "$0" && exec "$@"', str(group / "cgroup.procs")]
+        )
         if self.runtime == "chroot" and into is not None:
             full = [
+                *join,
                 "nsenter",
                 "-t",
                 str(into),
@@ -808,10 +823,18 @@ class FakeKubernetes:
                     f'mkdir -p "$R"{_q(extra)}; mount --rbind {_q(extra)} "$R"{_q(extra)}; '
                     f'mount -o remount,bind,ro "$R"{_q(extra)}'
                 )
+            if group is not None:
+                # the container's own memory cgroup where a container finds it (v1 layout)
+                target = "/sys/fs/cgroup" if self._cgroup_v2 else "/sys/fs/cgroup/memory"
+                lines.append(
+                    f'mkdir -p "$R"{target}; mount --bind {_q(str(group))} "$R"{target}; '
+                    f'mount -o remount,bind,ro "$R"{target}'
+                )
             lines.append(
                 f'cd "$R"; exec chroot "$R" setpriv {" ".join(drop)} -- /bin/sh -c {_q(enter)} "$@"'
             )
             full = [
+                *join,
                 "unshare",
                 "--mount",
                 "--net",
@@ -842,6 +865,35 @@ class FakeKubernetes:
             stderr=subprocess.PIPE,
             start_new_session=True,
         )
+
+    def _memory_group(self, pod: _Pod, container: dict[str, Any]) -> Path | None:
+        """The container's memory cgroup, limited as its spec says (chroot runtime only).
+
+        Made on first use; None where this host gives the fake no memory cgroups.
+        """
+        if self._cgroup_base is None:
+            return None
+        meta = pod.obj["metadata"]
+        group = self._cgroup_base / f"{meta['namespace']}.{meta['name']}" / container["name"]
+        if group.is_dir():
+            return group
+        limit = ((container.get("resources") or {}).get("limits") or {}).get("memory")
+        try:
+            group.mkdir(parents=True)
+            if limit:
+                name = "memory.max" if self._cgroup_v2 else "memory.limit_in_bytes"
+                (group / name).write_text(str(_quantity_bytes(str(limit))))
+        except OSError as exc:
+            logger.warning("fake kubelet: no memory cgroup for %s: %s", meta["name"], exc)
+            return None
+        return group
+
+    def _remove_memory_groups(self, pod: _Pod) -> None:
+        if self._cgroup_base is None:
+            return
+        meta = pod.obj["metadata"]
+        folder = self._cgroup_base / f"{meta['namespace']}.{meta['name']}"
+        _remove_cgroup_tree(folder)
 
     def _start_container(self, pod: _Pod, container: dict[str, Any]) -> subprocess.Popen[bytes]:
         argv = list(container.get("command") or []) + list(container.get("args") or [])
@@ -1046,6 +1098,7 @@ class FakeKubernetes:
             self._cond.notify_all()
             obj = copy.deepcopy(pod.obj)
         self._kill(pod)
+        self._remove_memory_groups(pod)
         shutil.rmtree(pod.root, ignore_errors=True)
         return 200, obj
 
@@ -1414,6 +1467,69 @@ def _container_init(proc: subprocess.Popen[bytes], rootfs: Path) -> int | None:
             pass
         time.sleep(0.005)
     return None
+
+
+def _memory_cgroup_base(runtime: str) -> tuple[bool, Path | None]:
+    """(v2?, a fresh memory cgroup folder of this fake), or (False, None) where there is none."""
+    if runtime != "chroot":
+        return False, None
+    v1 = Path("/sys/fs/cgroup/memory")
+    v2 = Path("/sys/fs/cgroup")
+    if (v1 / "memory.limit_in_bytes").exists() or (v1 / "tasks").exists():
+        parent, is_v2 = v1, False
+    elif "memory" in _read(v2 / "cgroup.subtree_control").split():
+        parent, is_v2 = v2, True
+    else:
+        return False, None
+    base = parent / f"ds-fake-k8s-{uuid.uuid4().hex[:8]}"
+    try:
+        base.mkdir()
+        if is_v2:
+            (base / "cgroup.subtree_control").write_text("+memory")
+    except OSError:
+        with contextlib.suppress(OSError):
+            base.rmdir()
+        return False, None
+    return is_v2, base
+
+
+def _read(path: Path) -> str:
+    try:
+        return path.read_text()
+    except OSError:
+        return ""
+
+
+def _remove_cgroup_tree(folder: Path) -> None:
+    """Remove a cgroup folder and its children (their processes are gone by now)."""
+    if not folder.is_dir():
+        return
+    for child in sorted((p for p in folder.rglob("*") if p.is_dir()), key=lambda p: -len(p.parts)):
+        with contextlib.suppress(OSError):
+            child.rmdir()
+    for _ in range(50):
+        try:
+            folder.rmdir()
+            return
+        except FileNotFoundError:
+            return
+        except OSError:
+            time.sleep(0.02)  # the last process of the group is still being reaped
+    logger.warning("fake kubelet: cgroup %s could not be removed", folder)
+
+
+def _quantity_bytes(text: str) -> int:
+    """Bytes of a Kubernetes memory quantity.
+
+    >>> _quantity_bytes("512Mi"), _quantity_bytes("1G"), _quantity_bytes("1000")
+    (536870912, 1000000000, 1000)
+    """
+    units = {"Ki": 1024, "Mi": 1024**2, "Gi": 1024**3, "Ti": 1024**4, "k": 1000, "M": 10**6}
+    units.update({"G": 10**9, "T": 10**12})
+    for suffix in sorted(units, key=len, reverse=True):
+        if text.endswith(suffix):
+            return int(float(text[: -len(suffix)]) * units[suffix])
+    return int(float(text))
 
 
 def chroot_runtime_available() -> bool:

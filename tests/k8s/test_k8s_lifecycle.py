@@ -134,3 +134,28 @@ def test_commands_do_not_see_what_the_kubelet_injects(
         names = {line.split("=", 1)[0] for line in listed.stdout.splitlines()}
         assert names.isdisjoint(KUBELET_ENV), sorted(names & set(KUBELET_ENV))
         assert {"MINE", "PATH", "HOME", "LANG", "TMPDIR"} <= names
+
+
+@pytest.mark.parametrize(
+    "command",
+    [
+        "python3 -c 'bytearray(1 << 30)'",  # dash forks python3: the shell itself exits 137
+        ["python3", "-c", "bytearray(1 << 30)"],
+    ],
+    ids=["string-under-sh", "argv"],
+)
+def test_an_oom_kill_inside_a_command_is_a_resource_limit(
+    fake: FakeKubernetes, workspace: Path, tmp_path: Path, command: str | list[str]
+) -> None:
+    """Guards: a string command runs under ``/bin/sh -c``; the kernel OOM-kills the shell's
+    child, the shell exits 137, and only a direct SIGKILL of the command counted, so the
+    command ended ``status=ok exit=137 stderr='Killed'`` instead of ``resource_limit``."""
+    if not fake.memory_cgroups:
+        pytest.skip("the fake gives containers memory cgroups only as root with cgroups")
+    backend = make_backend(fake, tmp_path)
+    with backend.create(spec(workspace, memory_bytes=192 * 1024**2)) as sandbox:
+        result = sandbox.exec(command)
+        assert (result.status, result.exit_code) == ("resource_limit", 137), result
+        # the container lives on (the OOM killer took one process): the next command runs
+        after = sandbox.exec("echo still here")
+        assert (after.status, after.stdout) == ("ok", "still here\n")
