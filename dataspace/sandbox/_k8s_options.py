@@ -90,6 +90,11 @@ class KubernetesOptions:
             the NetworkPolicies allow (``k8s/base/harness-relay.yaml``).
         settle_timeout: seconds the pod is read again after a broken exec until its phase
             settles (the kubelet kills containers first and reports the phase later).
+        start_warning_timeout: seconds a not-ready pod may show a Warning as its newest
+            event (a sandbox the runtime cannot create, a missing volume or claim) before
+            its start fails with that reason and message.
+        unschedulable_timeout: the same for ``FailedScheduling`` for want of room on a
+            node, which other pods ending may give.
     """
 
     namespace: str = DEFAULT_NAMESPACE
@@ -127,6 +132,8 @@ class KubernetesOptions:
     relay_bind: str | None = None
     relay_ports: tuple[int, int] = RELAY_PORTS
     settle_timeout: float = 15.0
+    start_warning_timeout: float = 10.0
+    unschedulable_timeout: float = 60.0
 
     def __post_init__(self) -> None:
         if self.max_pending < 1 or self.max_deleting < 1:

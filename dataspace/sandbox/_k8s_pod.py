@@ -570,6 +570,62 @@ def ending_from_events(events: Sequence[Mapping[str, Any]]) -> PodState | None:
     return None
 
 
+@dataclass(frozen=True, kw_only=True)
+class PendingCause:
+    """Why a pod is not ready yet, as its newest event (a Warning) says.
+
+    ``code`` is the error code a start that fails for it carries: ``pod_unschedulable``
+    (no node has room for the pod's requests; this may pass as other pods end),
+    ``image_pull``, or ``pod_start_failed`` (what does not fix itself: a sandbox the runtime
+    cannot create, a volume or claim that is missing).
+    """
+
+    reason: str
+    message: str
+    code: str
+
+    @property
+    def waits_for_capacity(self) -> bool:
+        """Whether the pod waits for room on a node (other pods ending may give it)."""
+        return self.code == "pod_unschedulable"
+
+    def __str__(self) -> str:
+        return f"{self.reason}: {self.message.strip()}"
+
+
+def pending_cause(events: Sequence[Mapping[str, Any]]) -> PendingCause | None:
+    """The cause a not-ready pod's newest event gives, when that event is a Warning.
+
+    >>> pending_cause([{"type": "Warning", "reason": "FailedScheduling",
+    ...     "message": "0/1 nodes are available: 1 Insufficient cpu."}]).code
+    'pod_unschedulable'
+    >>> pending_cause([{"type": "Warning", "reason": "FailedScheduling", "message":
+    ...     '0/1 nodes are available: persistentvolumeclaim "ws" not found.'}]).code
+    'pod_start_failed'
+    >>> str(pending_cause([{"type": "Warning", "reason": "FailedCreatePodSandBox",
+    ...     "message": "Failed to create pod sandbox: runtime does not support user namespaces"}]))
+    'FailedCreatePodSandBox: Failed to create pod sandbox: runtime does not support user namespaces'
+    >>> pending_cause([{"type": "Warning", "reason": "FailedScheduling", "message": "x",
+    ...     "lastTimestamp": "2026-01-01T00:00:00Z"}, {"type": "Normal", "reason": "Scheduled",
+    ...     "message": "y", "lastTimestamp": "2026-01-01T00:00:01Z"}]) is None
+    True
+    """
+    if not events:
+        return None
+    newest = sorted(events, key=_when)[-1]
+    if newest.get("type") != "Warning":
+        return None
+    reason, message = str(newest.get("reason") or ""), str(newest.get("message") or "")
+    lowered = message.lower()
+    if reason == "FailedScheduling" and "not found" not in lowered:
+        code = "pod_unschedulable"
+    elif "image" in lowered and reason in ("Failed", "BackOff", "InspectFailed"):
+        code = "image_pull"
+    else:
+        code = "pod_start_failed"
+    return PendingCause(reason=reason, message=message, code=code)
+
+
 def format_events(events: Sequence[Mapping[str, Any]], limit: int = 8) -> str:
     """The last ``limit`` events of a pod, one ``Reason: message`` per line.
 
@@ -590,6 +646,7 @@ __all__ = [
     "MAIN_CONTAINER",
     "SANDBOX_ID_ANNOTATION",
     "STAGE_CONTAINER",
+    "PendingCause",
     "PodState",
     "PodTemplate",
     "StreamedWorkspace",
@@ -600,6 +657,7 @@ __all__ = [
     "ending_from_events",
     "format_events",
     "label_value",
+    "pending_cause",
     "pod_labels",
     "pod_manifest",
     "pod_name",

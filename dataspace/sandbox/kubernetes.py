@@ -99,6 +99,7 @@ from dataspace.sandbox._k8s_pod import (
     MAIN_CONTAINER,
     SANDBOX_ID_ANNOTATION,
     STAGE_CONTAINER,
+    PendingCause,
     PodState,
     PodTemplate,
     StreamedWorkspace,
@@ -106,6 +107,7 @@ from dataspace.sandbox._k8s_pod import (
     classify_pod,
     ending_from_events,
     format_events,
+    pending_cause,
     pod_manifest,
     pod_name,
     selector,
@@ -122,6 +124,9 @@ RELAY_ADDRESS_FIX = (
     "k8s/base/raycluster.yaml sets it)"
 )
 """What to do when a native harness's relay has no address (preflight says it too)."""
+
+PENDING_POLL = 2.0
+"""Seconds between reads of a not-ready pod's events (its watch windows last as long)."""
 
 NATIVE_HARNESS_LABEL = "native-harness"
 """The sandbox label (``dataspace.io/native-harness`` on the pod) that the NetworkPolicy
@@ -248,6 +253,8 @@ class KubernetesSandbox:
         }
         self.name = pod_name(self.labels, self.id)
         self._created = False
+        self._pending_cause: PendingCause | None = None
+        self._pending_seen: dict[tuple[str, str], float] = {}
         started = time.monotonic()
         self._workspace = self._stage_local(spec.workspace)
         self._timings["cache"] = self._workspace.seconds
@@ -460,13 +467,12 @@ class KubernetesSandbox:
         while True:
             left = end - time.monotonic()
             if left <= 0:
-                self._raise_for(
-                    state,
-                    f"was not ready within {self._opts.ready_timeout:.0f}s",
-                    code="pod_pending_timeout",
-                )
+                why = f"was not ready within {self._opts.ready_timeout:.0f}s"
+                if self._pending_cause is not None:
+                    why += f"; latest warning {self._pending_cause}"
+                self._raise_for(state, why, code="pod_pending_timeout")
             try:
-                for kind, obj in api.watch_pod(self._ns, self.name, rv, min(left, 60.0)):
+                for kind, obj in api.watch_pod(self._ns, self.name, rv, min(left, PENDING_POLL)):
                     if kind == "DELETED":
                         return classify_pod(None), rv
                     rv = (obj.get("metadata") or {}).get("resourceVersion") or rv
@@ -494,6 +500,43 @@ class KubernetesSandbox:
                 rv = (pod.get("metadata") or {}).get("resourceVersion") or rv
             if state.kind in wanted or state.terminal:
                 return state, rv
+            self._check_pending()
+
+    def _check_pending(self) -> None:
+        """Read the events of the not-ready pod; fail the start once a cause has lasted.
+
+        A Warning that is the pod's newest event is logged when first seen and ends the
+        start after ``start_warning_timeout`` (``unschedulable_timeout`` while it only
+        waits for room on a node), with its reason and message: a runtime that cannot
+        create the sandbox or a missing claim never fixes itself within ``ready_timeout``.
+        """
+        opts = self._opts
+        events = self._api.pod_events(self._ns, self.name)
+        cause = pending_cause(events)
+        self._pending_cause = cause
+        if cause is None:
+            return
+        now = time.monotonic()
+        first = self._pending_seen.setdefault((cause.reason, cause.code), now)
+        if first == now:
+            logger.warning(
+                "sandbox pod %s/%s for %s is not ready: %s",
+                self._ns,
+                self.name,
+                self._what(),
+                cause,
+            )
+        limit = (
+            opts.unschedulable_timeout if cause.waits_for_capacity else opts.start_warning_timeout
+        )
+        if now - first >= limit:
+            raise PodFailedError(
+                f"sandbox pod {self._ns}/{self.name} for {self._what()} did not start "
+                f"within {limit:g}s of {cause}",
+                code=cause.code,
+                pod=self.name,
+                events=format_events(events),
+            )
 
     def _stream_workspace(self) -> None:
         tar = self._backend.cache().tar_path(self._workspace)

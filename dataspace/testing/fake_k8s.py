@@ -89,6 +89,8 @@ KUBELET_ENV = {
 }
 """What the kubelet adds to every container's environment: the API server's service,
 even with ``enableServiceLinks: false``."""
+NODE_ALLOCATABLE = {"cpu": "32", "memory": "128Gi"}
+"""The fake node's allocatable resources (room for several default-sized sandboxes)."""
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -258,6 +260,7 @@ class _Pod:
     net_holder: subprocess.Popen[bytes] | None = None
     listeners: list[socket.socket] = field(default_factory=list)
     ending: bool = False
+    empty_dirs: dict[str, Path] = field(default_factory=dict)
 
 
 class FakeKubernetes:
@@ -278,6 +281,12 @@ class FakeKubernetes:
         status_delay: seconds from the kubelet killing a pod's containers (deadline,
             eviction, OOM) to the pod's status saying so, as the kubelet's status
             manager reports about a second later (an attribute: tests may lower it).
+        node_allocatable: ``cpu`` and ``memory`` of the one node; pods whose requests do
+            not fit beside the pods already on it stay Pending (``FailedScheduling``).
+        user_namespaces: whether the runtime supports ``hostUsers: false``; without, such
+            pods stay ContainerCreating with ``FailedCreatePodSandBox`` Warnings.
+        eviction_interval: seconds between the eviction manager's checks of a pod's local
+            storage (a kubelet's housekeeping runs every 10 s; an attribute).
     """
 
     def __init__(
@@ -290,9 +299,15 @@ class FakeKubernetes:
         image_folders: dict[str, Path] | None = None,
         network: PodNetwork | None = None,
         status_delay: float = 1.0,
+        node_allocatable: Mapping[str, str] | None = None,
+        user_namespaces: bool = True,
+        eviction_interval: float = 10.0,
     ) -> None:
         self.runtime = _pick_runtime(runtime)
         self.status_delay = status_delay
+        self.node_allocatable = dict(node_allocatable or NODE_ALLOCATABLE)
+        self.user_namespaces = user_namespaces
+        self.eviction_interval = eviction_interval
         self._cgroup_v2, self._cgroup_base = _memory_cgroup_base(self.runtime)
         if network is not None and self.runtime != "chroot":
             raise RuntimeError("the fake's pod network needs the chroot runtime (root, unshare)")
@@ -467,6 +482,8 @@ class FakeKubernetes:
         ns, name = pod.obj["metadata"]["namespace"], pod.obj["metadata"]["name"]
         if not self._sleep(pod, b.start_delay):
             return
+        if b.outcome != "unschedulable" and not self._schedule(pod):
+            return
         with self._cond:
             if not self._alive(pod):
                 return
@@ -515,6 +532,11 @@ class FakeKubernetes:
                         ns, name, "BackOff", f'Back-off pulling image "{image}"', "Warning"
                     )
                     self._changed(pod)
+            return
+        if pod.obj["spec"].get("hostUsers") is False and not self.user_namespaces:
+            self._sandbox_refused(
+                pod, "can't set `spec.hostUsers: false`, runtime does not support user namespaces"
+            )
             return
         self._deadline_timer(pod)
         for init in pod.obj["spec"].get("initContainers") or []:
@@ -575,6 +597,155 @@ class FakeKubernetes:
             ]
             self._add_event(ns, name, "Started", "Started container sandbox")
             self._changed(pod)
+        threading.Thread(target=self._watch_storage, args=(pod,), daemon=True).start()
+
+    def _watch_storage(self, pod: _Pod) -> None:
+        """The eviction manager's local storage checks, every ``eviction_interval`` seconds.
+
+        An emptyDir past its ``sizeLimit``, or the pod's emptyDirs on disk past the sum of
+        its containers' ``ephemeral-storage`` limits, evicts the pod with the kubelet's
+        own reason and message.
+        """
+        spec = pod.obj["spec"]
+        limits = {
+            v["name"]: _quantity_bytes(str(v["emptyDir"]["sizeLimit"]))
+            for v in spec.get("volumes") or []
+            if "emptyDir" in v and v["emptyDir"].get("sizeLimit")
+        }
+        disk = {v["name"] for v in spec.get("volumes") or [] if "emptyDir" in v}
+        disk -= {
+            v["name"]
+            for v in spec.get("volumes") or []
+            if (v.get("emptyDir") or {}).get("medium") == "Memory"
+        }
+        total = 0
+        for c in spec["containers"]:
+            quantity = ((c.get("resources") or {}).get("limits") or {}).get("ephemeral-storage")
+            total += _quantity_bytes(str(quantity)) if quantity else 0
+        while self._sleep(pod, self.eviction_interval):
+            if pod.ending:
+                return
+            used = {name: _disk_usage(path) for name, path in list(pod.empty_dirs.items())}
+            message = ""
+            for name, limit in limits.items():
+                if used.get(name, 0) > limit:
+                    size = next(v for v in spec["volumes"] if v["name"] == name)["emptyDir"][
+                        "sizeLimit"
+                    ]
+                    message = f'Usage of EmptyDir volume "{name}" exceeds the limit "{size}". '
+                    break
+            if not message and total and sum(used.get(n, 0) for n in disk) > total:
+                message = (
+                    "Pod ephemeral local storage usage exceeds the total limit of containers "
+                    f"{_bytes_quantity(total)}. "
+                )
+            if message:
+                self._terminate(pod, "Evicted", message)
+                return
+
+    def _schedule(self, pod: _Pod) -> bool:
+        """Bind the pod to the node once its claims exist and its requests fit.
+
+        Until then it stays Pending with a ``FailedScheduling`` Warning, as the scheduler
+        leaves it, and is tried again whenever pods change (or each second). False: the
+        pod went away first.
+        """
+        ns, name = pod.obj["metadata"]["namespace"], pod.obj["metadata"]["name"]
+        reported, last_event = "", 0.0
+        while True:
+            with self._cond:
+                if not self._alive(pod):
+                    return False
+                why = self._unschedulable(pod)
+                if why is None:
+                    pod.obj["spec"]["nodeName"] = NODE
+                    return True
+                if time.monotonic() - last_event >= 1.0:
+                    self._add_event(ns, name, "FailedScheduling", why, "Warning")
+                    last_event = time.monotonic()
+                if why != reported:  # a pod change wakes every waiter: only real changes
+                    pod.obj["status"]["conditions"] = [
+                        {
+                            "type": "PodScheduled",
+                            "status": "False",
+                            "reason": "Unschedulable",
+                            "message": why,
+                        }
+                    ]
+                    reported = why
+                    self._changed(pod)
+                self._cond.wait(1.0)
+
+    def _unschedulable(self, pod: _Pod) -> str | None:
+        """The scheduler's message when the pod cannot go on the node (caller holds the lock)."""
+        spec = pod.obj["spec"]
+        for vol in spec.get("volumes") or []:
+            claim = (vol.get("persistentVolumeClaim") or {}).get("claimName")
+            if claim is not None and claim not in self.claims:
+                return (
+                    f'0/1 nodes are available: persistentvolumeclaim "{claim}" not found. '
+                    "preemption: 0/1 nodes are available: 1 Preemption is not helpful for "
+                    "scheduling."
+                )
+        used = {"cpu": 0.0, "memory": 0.0}
+        for other in self._pods.values():
+            phase = other.obj["status"]["phase"]
+            if (
+                other is not pod
+                and other.obj["spec"].get("nodeName") == NODE
+                and phase
+                in (
+                    "Pending",
+                    "Running",
+                )
+            ):
+                for key, value in _pod_requests(other.obj["spec"]).items():
+                    used[key] += value
+        wanted = _pod_requests(spec)
+        short = [
+            key
+            for key in ("cpu", "memory")
+            if used[key] + wanted[key] > _resource_amount(key, str(self.node_allocatable[key]))
+        ]
+        if not short:
+            return None
+        return (
+            "0/1 nodes are available: "
+            + ", ".join(f"1 Insufficient {key}" for key in short)
+            + ". preemption: 0/1 nodes are available: 1 No preemption victims found for "
+            "incoming pod."
+        )
+
+    def _sandbox_refused(self, pod: _Pod, why: str) -> None:
+        """The runtime cannot create the pod's sandbox: ContainerCreating, a Warning per try."""
+        ns, name = pod.obj["metadata"]["namespace"], pod.obj["metadata"]["name"]
+        with self._cond:
+            if not self._alive(pod):
+                return
+            pod.obj["status"]["containerStatuses"] = [
+                {
+                    "name": c["name"],
+                    "ready": False,
+                    "restartCount": 0,
+                    "image": c["image"],
+                    "state": {"waiting": {"reason": "ContainerCreating"}},
+                }
+                for c in pod.obj["spec"]["containers"]
+            ]
+            self._changed(pod)
+        while True:
+            with self._cond:
+                if not self._alive(pod):
+                    return
+                self._add_event(
+                    ns,
+                    name,
+                    "FailedCreatePodSandBox",
+                    f"Failed to create pod sandbox: {why}",
+                    "Warning",
+                )
+            if not self._sleep(pod, 1.0):
+                return
 
     def _deadline_timer(self, pod: _Pod) -> None:
         seconds = pod.obj["spec"].get("activeDeadlineSeconds")
@@ -724,6 +895,7 @@ class FakeKubernetes:
                 )
                 src.mkdir(parents=True, exist_ok=True)
                 src.chmod(0o777)
+                pod.empty_dirs[m["name"]] = src
             elif "hostPath" in vol:
                 src = Path(vol["hostPath"]["path"])
             elif "persistentVolumeClaim" in vol:
@@ -1518,6 +1690,50 @@ def _remove_cgroup_tree(folder: Path) -> None:
     logger.warning("fake kubelet: cgroup %s could not be removed", folder)
 
 
+def _resource_amount(key: str, text: str) -> float:
+    """A quantity of ``cpu`` (in cores) or ``memory`` (in bytes).
+
+    >>> _resource_amount("cpu", "500m"), _resource_amount("cpu", "2")
+    (0.5, 2.0)
+    """
+    if key == "cpu":
+        return float(text[:-1]) / 1000 if text.endswith("m") else float(text)
+    return float(_quantity_bytes(text))
+
+
+def _pod_requests(spec: Mapping[str, Any]) -> dict[str, float]:
+    """What the scheduler counts for a pod: containers summed, or the largest init container."""
+    out = {"cpu": 0.0, "memory": 0.0}
+    inits = {"cpu": 0.0, "memory": 0.0}
+    for kind, sink in (("containers", out), ("initContainers", inits)):
+        for c in spec.get(kind) or []:
+            requests = (c.get("resources") or {}).get("requests") or {}
+            for key in sink:
+                if key in requests:
+                    amount = _resource_amount(key, str(requests[key]))
+                    sink[key] = (
+                        sink[key] + amount if kind == "containers" else max(sink[key], amount)
+                    )
+    return {key: max(out[key], inits[key]) for key in out}
+
+
+def _disk_usage(folder: Path) -> int:
+    """Bytes a folder takes on disk, as ``du`` counts them (links not followed)."""
+    total = 0
+    for top, dirs, files in os.walk(folder):
+        for name in dirs + files:
+            with contextlib.suppress(OSError):
+                total += os.lstat(os.path.join(top, name)).st_blocks * 512
+    return total
+
+
+def _bytes_quantity(size: int) -> str:
+    for suffix, unit in (("Gi", 1024**3), ("Mi", 1024**2), ("Ki", 1024)):
+        if size >= unit and size % unit == 0:
+            return f"{size // unit}{suffix}"
+    return str(size)
+
+
 def _quantity_bytes(text: str) -> int:
     """Bytes of a Kubernetes memory quantity.
 
@@ -1645,6 +1861,7 @@ def fake_kubernetes(**kwargs: Any) -> Iterator[FakeKubernetes]:
 __all__ = [
     "KUBELET_ENV",
     "NODE",
+    "NODE_ALLOCATABLE",
     "RUNTIME_MANIFEST",
     "Behaviour",
     "FakeKubernetes",

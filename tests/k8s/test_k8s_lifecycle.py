@@ -68,6 +68,23 @@ def test_an_emptydir_eviction_is_a_resource_limit_not_a_completed_container(
         assert sandbox.exec("true").status == "resource_limit"
 
 
+def test_writing_past_the_output_folders_size_limit_is_an_eviction_and_a_resource_limit(
+    fake: FakeKubernetes, workspace: Path, tmp_path: Path
+) -> None:
+    """The fake's eviction manager measures the emptyDir (no scripted trigger): past its
+    ``sizeLimit`` the pod is evicted with the kubelet's message, and the command that
+    wrote it ends ``resource_limit``."""
+    fake.eviction_interval = 0.3
+    fake.status_delay = 0.4
+    with make_backend(fake, tmp_path).create(spec(workspace, output_bytes=1024**2)) as sandbox:
+        assert sandbox.exec("head -c 100000 /dev/zero > small").status == "ok"
+        result = sandbox.exec("head -c 3000000 /dev/zero > big && sleep 30")
+        assert result.status == "resource_limit", result
+        assert 'Usage of EmptyDir volume "output" exceeds the limit "1Mi". ' in result.stderr
+        pod = fake.pod(NAMESPACE, sandbox.name)
+        assert pod is not None and pod["status"]["reason"] == "Evicted"
+
+
 def test_the_kubelets_events_tell_the_end_when_the_phase_is_late(
     fake: FakeKubernetes, workspace: Path, tmp_path: Path
 ) -> None:
@@ -159,3 +176,89 @@ def test_an_oom_kill_inside_a_command_is_a_resource_limit(
         # the container lives on (the OOM killer took one process): the next command runs
         after = sandbox.exec("echo still here")
         assert (after.status, after.stdout) == ("ok", "still here\n")
+
+
+# ---- pending with a cause -------------------------------------------------------------------
+
+
+def test_requests_that_fit_no_node_fail_the_start_with_the_schedulers_words(
+    workspace: Path, tmp_path: Path
+) -> None:
+    """Guards: a pod whose requests fit no node waited out the whole ``ready_timeout`` and
+    ended ``pod_pending_timeout``; now its ``FailedScheduling`` Warning ends the start."""
+    with FakeKubernetes(node_allocatable={"cpu": "2", "memory": "64Gi"}) as fake:
+        backend = make_backend(fake, tmp_path, ready_timeout=30, unschedulable_timeout=0.5)
+        with pytest.raises(PodFailedError) as caught:
+            backend.create(spec(workspace, cpus=4))
+        assert caught.value.code == "pod_unschedulable"
+        assert "FailedScheduling: 0/1 nodes are available: 1 Insufficient cpu." in str(caught.value)
+        assert fake.pod_names() == []
+
+
+def test_a_pod_waiting_for_room_starts_when_another_pod_ends(
+    workspace: Path, tmp_path: Path
+) -> None:
+    """The fake schedules by requests: the second pod fits only once the first is gone."""
+    with FakeKubernetes(node_allocatable={"cpu": "2", "memory": "64Gi"}) as fake:
+        backend = make_backend(fake, tmp_path)
+        first = backend.create(spec(workspace, cpus=1.5))
+        made = []
+        second = threading.Thread(
+            target=lambda: made.append(backend.create(spec(workspace, cpus=1.5, wall_seconds=60)))
+        )
+        second.start()
+        try:
+            for _ in range(200):  # until the second pod was turned away once (bounded)
+                pending = [n for n in fake.pod_names() if n != first.name]
+                events = backend.api.pod_events(NAMESPACE, pending[0]) if pending else []
+                if any(e["reason"] == "FailedScheduling" for e in events):
+                    break
+                threading.Event().wait(0.05)
+            assert "1 Insufficient cpu" in events[-1]["message"]
+            first.close()
+            second.join(30)
+            assert made and made[0].exec("echo up").stdout == "up\n"
+        finally:
+            first.close()
+            second.join(30)
+            for sandbox in made:
+                sandbox.close()
+
+
+def test_a_runtime_without_user_namespaces_fails_the_start_with_its_event(
+    workspace: Path, tmp_path: Path
+) -> None:
+    """Guards: ``hostUsers: false`` on a runtime without user namespaces leaves the pod
+    ContainerCreating with ``FailedCreatePodSandBox`` Warnings only; the start waited out
+    ``ready_timeout`` with no cause."""
+    with FakeKubernetes(user_namespaces=False) as fake:
+        backend = make_backend(
+            fake, tmp_path, host_users=False, ready_timeout=30, start_warning_timeout=0.5
+        )
+        with pytest.raises(PodFailedError) as caught:
+            backend.create(spec(workspace))
+        assert caught.value.code == "pod_start_failed"
+        assert (
+            "FailedCreatePodSandBox: Failed to create pod sandbox: can't set "
+            "`spec.hostUsers: false`, runtime does not support user namespaces"
+        ) in str(caught.value)
+        assert fake.pod_names() == []
+
+
+def test_a_missing_claim_fails_the_start_with_its_event(workspace: Path, tmp_path: Path) -> None:
+    """Guards: a workspace volume whose PersistentVolumeClaim does not exist left the pod
+    Pending (a ``FailedScheduling`` Warning only) until ``ready_timeout``."""
+    with FakeKubernetes() as fake:
+        backend = make_backend(
+            fake,
+            tmp_path,
+            ready_timeout=30,
+            start_warning_timeout=0.5,
+            workspace_cache_dir=str(tmp_path / "shared"),
+            workspace_volume={"persistentVolumeClaim": {"claimName": "workspaces"}},
+        )
+        with pytest.raises(PodFailedError) as caught:
+            backend.create(spec(workspace))
+        assert caught.value.code == "pod_start_failed"
+        assert 'persistentvolumeclaim "workspaces" not found' in str(caught.value)
+        assert fake.pod_names() == []
