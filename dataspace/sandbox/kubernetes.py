@@ -761,6 +761,22 @@ class KubernetesSandbox:
             status=status,
         )
 
+    def _ended_error(self, what: str) -> OSError:
+        """A file operation on a pod that ended for the agent's own limits.
+
+        An ``OSError`` (as the contract has for limits), never a ``SandboxError``: the pod
+        ended at its deadline or for its own memory or storage limits, which is the agent's
+        outcome, not an infrastructure failure to retry.
+        """
+        state = self._final
+        assert state is not None
+        code = {"deadline": errno.ETIME, "storage_limit": errno.ENOSPC}.get(
+            state.kind, errno.ENOMEM
+        )
+        return OSError(
+            code, f"sandbox pod {self.name} has ended ({state.reason}: {state.message}); {what}"
+        )
+
     def _final_result(self, duration: float = 0.0) -> ExecResult:
         state = self._final
         assert state is not None
@@ -815,17 +831,13 @@ class KubernetesSandbox:
         self, op: str, args: Mapping[str, Any], path: str, stdin: bytes | None = None
     ) -> HelperReply:
         if self._final is not None:
-            raise SandboxError(
-                f"sandbox pod {self.name} has ended ({self._final.reason}); cannot {op} {path}"
-            )
+            raise self._ended_error(f"cannot {op} {path}")
         timeout = max(60.0, self.limits.command_timeout)
         try:
             reply = self._helper(op, args, timeout=timeout, stdin=stdin)
         except (ExecLostError, ApiCallError) as exc:
-            state = self._lost(exc)
-            raise SandboxError(
-                f"sandbox pod {self.name} ended ({state.reason}) during {op} {path}"
-            ) from exc
+            self._lost(exc)  # raises for infrastructure ends
+            raise self._ended_error(f"during {op} {path}") from exc
         head = reply.header
         if not head.get("ok"):
             code = int(head.get("errno") or errno.EIO)

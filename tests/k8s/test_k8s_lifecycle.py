@@ -9,6 +9,7 @@ limits or an OOM kill is ``resource_limit``, any other loss stays an infrastruct
 
 from __future__ import annotations
 
+import errno
 import threading
 from pathlib import Path
 
@@ -46,6 +47,11 @@ def test_a_deadline_reported_after_the_kill_is_a_deadline(
         assert result.status == "deadline", result
         assert "DeadlineExceeded" in result.stderr
         assert sandbox.exec("true").status == "deadline"
+        # files of a pod ended at its deadline fail as the agent's outcome, not as a sandbox
+        # failure (a SandboxError is an infrastructure error: the attempt would run again)
+        with pytest.raises(OSError, match="DeadlineExceeded") as caught:
+            sandbox.write_file("answer.csv", b"a\n1\n")
+        assert caught.value.errno == errno.ETIME
         assert sandbox.collect(tmp_path / "out") == []
 
 
@@ -66,6 +72,9 @@ def test_an_emptydir_eviction_is_a_resource_limit_not_a_completed_container(
         terminated = pod["status"]["containerStatuses"][0]["state"]["terminated"]
         assert (terminated["exitCode"], terminated["reason"]) == (0, "Completed")
         assert sandbox.exec("true").status == "resource_limit"
+        with pytest.raises(OSError, match="Evicted") as caught:
+            sandbox.read_file("answer.csv")
+        assert caught.value.errno == errno.ENOSPC
 
 
 def test_writing_past_the_output_folders_size_limit_is_an_eviction_and_a_resource_limit(
