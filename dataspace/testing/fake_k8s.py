@@ -27,10 +27,20 @@ and ingress of the controller's, both enforced); each such port is forwarded to 
 port on the host's 127.0.0.1, where the test's controller side listens. Nothing else
 answers there and there is no route anywhere else.
 
-Scripted behaviours (``Behaviour``) reproduce what clusters do to pods: normal start,
-image pull failure, Pending for ever (unschedulable), OOM kill or node-pressure eviction
-while the n-th exec runs, activeDeadlineSeconds; ``fail_next`` makes the API answer 5xx or
-409 (optionally after doing the work, a lost answer).
+The kubelet behaves as a real one where the backend depends on it: it kills a pod's
+containers first (SIGTERM to PID 1, or SIGKILL for an OOM; execs end with 137) and writes
+the end into the pod's status ``status_delay`` seconds later, the containers' end before
+the phase; it evicts pods whose emptyDirs or ephemeral storage exceed their limits (measured
+every ``eviction_interval``), schedules by requests on one node (``node_allocatable``),
+leaves pods with missing claims Pending and, with ``user_namespaces=False``, pods with
+``hostUsers: false`` ContainerCreating (Warning events only), gives containers memory
+cgroups of their limits (as root), and injects ``KUBERNETES_SERVICE_HOST`` and its siblings
+into every container (docs/cluster.md, "What the loopback fake models").
+
+Scripted behaviours (``Behaviour``) reproduce the rest of what clusters do to pods: image
+pull failure, Pending for ever (unschedulable), OOM kill of the whole container or
+node-pressure eviction while the n-th exec runs, activeDeadlineSeconds; ``fail_next`` makes
+the API answer 5xx or 409 (optionally after doing the work, a lost answer).
 """
 
 from __future__ import annotations
@@ -997,10 +1007,10 @@ class FakeKubernetes:
                 )
             if group is not None:
                 # the container's own memory cgroup where a container finds it (v1 layout)
-                target = "/sys/fs/cgroup" if self._cgroup_v2 else "/sys/fs/cgroup/memory"
+                cgroup_dir = "/sys/fs/cgroup" if self._cgroup_v2 else "/sys/fs/cgroup/memory"
                 lines.append(
-                    f'mkdir -p "$R"{target}; mount --bind {_q(str(group))} "$R"{target}; '
-                    f'mount -o remount,bind,ro "$R"{target}'
+                    f'mkdir -p "$R"{cgroup_dir}; mount --bind {_q(str(group))} "$R"{cgroup_dir}; '
+                    f'mount -o remount,bind,ro "$R"{cgroup_dir}'
                 )
             lines.append(
                 f'cd "$R"; exec chroot "$R" setpriv {" ".join(drop)} -- /bin/sh -c {_q(enter)} "$@"'
