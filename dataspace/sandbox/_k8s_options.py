@@ -28,9 +28,12 @@ class PodFailedError(SandboxError):
     """A sandbox pod failed for reasons outside the agent's control (retried).
 
     Attributes:
-        code: ``pod_pending_timeout``, ``image_pull``, ``pod_evicted``, ``pod_failed``,
-            ``pod_gone``, ``staging``, ``k8s_api``, ``slots`` or ``runtime_manifest``
-            (the image holds no readable Data Workbench Runtime manifest).
+        code: ``pod_pending_timeout``, ``pod_unschedulable`` (no room on a node past
+            ``unschedulable_timeout``), ``pod_start_failed`` (a Warning such as
+            ``FailedCreatePodSandBox`` or a missing claim past ``start_warning_timeout``),
+            ``image_pull``, ``pod_evicted``, ``pod_failed``, ``pod_gone``, ``staging``,
+            ``k8s_api``, ``slots`` or ``runtime_manifest`` (the image holds no readable
+            Data Workbench Runtime manifest).
         pod: the pod name (may be empty when creation never got that far).
         events: the pod's recent events, one per line.
     """
