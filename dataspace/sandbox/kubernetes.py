@@ -59,7 +59,12 @@ outside address); ``info()["relay"]`` tells the harness's runner where to listen
 (``relay_bind``) and what the pod dials (``relay_address``, the controller's pod IP). The
 relay accepts only the attempt's one-attempt token and holds the key: the pod never sees it.
 
-**Failures.** Waiting for Ready has a timeout whose error carries the pod's events. Image
+**Failures.** Waiting for Ready has a timeout whose error carries the pod's events; a
+Warning that is the pod's newest event (``FailedScheduling``, ``FailedCreatePodSandBox``, a
+missing claim) is logged at once and ends the start with its reason and message once it
+lasts. After a broken exec the pod is read until its phase settles (the kubelet kills the
+containers first and reports the phase about a second later), its Warning events deciding
+past ``settle_timeout``. Image
 pull errors, evictions for node pressure, lost nodes, vanished pods and API failures past
 retries raise ``PodFailedError`` (a ``SandboxError``, so the attempt is retried as an
 infrastructure failure, labelled with ``code``). OOMKilled and evictions for exceeding the
