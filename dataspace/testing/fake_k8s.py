@@ -413,6 +413,15 @@ class FakeKubernetes:
             pod = self._pods.get((namespace, name))
             return copy.deepcopy(pod.obj) if pod else None
 
+    def events(self, namespace: str | None = None) -> list[dict[str, Any]]:
+        """Copies of the events recorded (they outlive their pods, as on a cluster)."""
+        with self._cond:
+            return [
+                copy.deepcopy(e)
+                for e in self._events
+                if namespace in (None, e["metadata"]["namespace"])
+            ]
+
     def add_event(
         self, namespace: str, name: str, reason: str, message: str, kind: str = "Normal"
     ) -> None:

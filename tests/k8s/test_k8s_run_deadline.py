@@ -1,14 +1,14 @@
-"""``dataspace run`` on the kubernetes backend when a pod reaches activeDeadlineSeconds.
+"""An attempt of DataSpace-Agent on the kubernetes backend whose pod reaches its deadline.
 
-The loopback fake kills the pod's containers at the deadline and reports the phase a
-second later, as a kubelet does. The attempt must end as the agent's outcome
+The loopback fake kills the pod's containers at ``activeDeadlineSeconds`` and reports the
+phase a second later, as a kubelet does. The attempt must end as the agent's outcome
 (``wall_time_exhausted``), once: an infrastructure error would be retried with a second
-pod, and the model paid twice (issue 23).
+pod, and the model paid twice (issue 23). ``run_attempt`` is what each Ray task of
+``dataspace run`` calls; going through the CLI adds only a Ray start-up.
 """
 
 from __future__ import annotations
 
-import shutil
 import sys
 import time
 from pathlib import Path
@@ -19,77 +19,74 @@ pytest.importorskip(
     "kubernetes",
     reason="the kubernetes backend needs the kubernetes client (pip install kubernetes)",
 )
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "runs"))
-from cli_helpers import KEY_ENV, SECRET, cli_env, dataspace, model_agent, short_ray_dir, write_spec
 from k8s_support import IMAGE_BINDS, NAMESPACE
 
-from dataspace.runs.results import read_results
-from dataspace.sandbox.kubernetes import BASE_PATH
-from dataspace.store import open_store
+from dataspace.runs.attempt import AttemptRequest, run_attempt
+from dataspace.runs.spec import AgentSpec, Limits, ModelSpec, SandboxConfig
+from dataspace.runs.status import AttemptStatus
+from dataspace.sandbox.kubernetes import BASE_PATH, register
 from dataspace.testing.fake_k8s import FakeKubernetes, chroot_runtime_available
 from dataspace.testing.releases import write_tiny_release
 from dataspace.testing.scripted_server import ScriptedServer
 
-pytestmark = [pytest.mark.timeout(600), pytest.mark.llm, pytest.mark.integration]
+pytestmark = [pytest.mark.llm, pytest.mark.integration]
 
-ACTIVE_DEADLINE = 15
-"""The pod's activeDeadlineSeconds in this test (the sandbox's wall clock is longer)."""
+ACTIVE_DEADLINE = 12
+"""The pod's activeDeadlineSeconds here (the sandbox's own wall clock is far longer)."""
+KEY_ENV = "DATASPACE_K8S_DEADLINE_TEST_KEY"
 
 
 def test_a_pod_past_its_deadline_ends_the_attempt_once_as_the_agents_outcome(
-    tmp_path: Path,
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """Guards: the kubelet kills first and writes the phase later, so the broken exec read
     a Running pod and the attempt ended ``infrastructure_error`` (k8s_api) and ran again."""
     if not chroot_runtime_available():
         pytest.skip("the fake cluster runs containers in mount namespaces: needs root and unshare")
+    register()
+    monkeypatch.setenv(KEY_ENV, "sk-scripted-not-a-real-key")
     release = write_tiny_release(tmp_path / "release", tasks=1)
-    store = tmp_path / "store"
-    ray_dir = short_ray_dir()
-    wall = 120
-    # the sandbox's own clock is 2 * wall + 60 (Limits.for_sandbox): a grace below zero
-    # brings the pod's activeDeadlineSeconds down to ACTIVE_DEADLINE
-    grace = ACTIVE_DEADLINE - (2 * wall + 60)
+    limits = Limits(model_turns=10, wall_seconds=120, command_timeout=60, cpus=1)
+    # the sandbox's clock is Limits.for_sandbox(): a grace below zero brings the pod's
+    # activeDeadlineSeconds down to ACTIVE_DEADLINE
+    grace = ACTIVE_DEADLINE - limits.for_sandbox().wall_seconds
     script = [
         {"tool_calls": [{"name": "bash", "arguments": {"command": "ls /workspace"}}]},
         {"tool_calls": [{"name": "bash", "arguments": {"command": "sleep 50"}}]},
         {"tool_calls": [{"name": "bash", "arguments": {"command": "sleep 50"}}]},
     ]
-    try:
-        with FakeKubernetes(image_binds=IMAGE_BINDS) as fake, ScriptedServer({"*": script}) as srv:
-            spec = write_spec(
-                tmp_path / "spec.yaml",
-                release,
-                store,
-                [model_agent(srv.url)],
-                limits={"model_turns": 10, "wall_seconds": wall, "command_timeout": 60},
-                sandbox={
-                    "backend": "kubernetes",
-                    "cpus": 1,
-                    "memory": "1GiB",
-                    "options": {
-                        "api_host": fake.url,
-                        "namespace": NAMESPACE,
-                        "slots": "thread",
-                        "deadline_grace": grace,
-                        "workspace_cache_dir": str(tmp_path / "ws-cache"),
-                        "path": f"{sys.prefix}/bin:{BASE_PATH}",
-                    },
-                },
+    with FakeKubernetes(image_binds=IMAGE_BINDS) as fake, ScriptedServer({"*": script}) as srv:
+        fake.status_delay = 1.0  # the kubelet's own pace
+        options = {
+            "api_host": fake.url,
+            "namespace": NAMESPACE,
+            "slots": "thread",
+            "deadline_grace": grace,
+            "workspace_cache_dir": str(tmp_path / "ws-cache"),
+            "path": f"{sys.prefix}/bin:{BASE_PATH}",
+        }
+        agent = AgentSpec(
+            name="react",
+            harness="dataspace-agent",
+            model=ModelSpec(id="scripted-model", base_url=srv.url, key_env=KEY_ENV),
+        )
+        row = run_attempt(
+            AttemptRequest(
+                run_id="r1",
+                store_uri=str(tmp_path / "store"),
+                release_root=str(release),
+                agent=agent,
+                task_id="task_1",
+                attempt=1,
+                key="k1",
+                limits=limits,
+                sandbox=SandboxConfig(backend="kubernetes", options=options),
+                submitted_at=time.time(),
             )
-            started = time.monotonic()
-            proc = dataspace(
-                "run", str(spec), env=cli_env(ray_dir, **{KEY_ENV: SECRET}), timeout=500
-            )
-            elapsed = time.monotonic() - started
-            created, left = fake.created_total, fake.pod_names()
-    finally:
-        shutil.rmtree(ray_dir, ignore_errors=True)
-    out = proc.stdout + proc.stderr
-    assert proc.returncode == 0, out
-    assert "infrastructure failure" not in out
-    rows = read_results(open_store(str(store)).get_bytes("runs/r1/results.parquet"))
-    assert list(rows["status"]) == ["wall_time_exhausted"], rows.to_dict("records")
-    assert created == 1, f"{created} pods: the attempt was retried"
-    assert left == []
-    assert elapsed < 2 * wall
+        )
+        # the kill came from the pod's deadline, not from the agent's own clock
+        reasons = [(e["type"], e["reason"]) for e in fake.events(NAMESPACE)]
+        assert fake.created_total == 1 and fake.pod_names() == []
+    assert row["status"] == "wall_time_exhausted", row
+    assert AttemptStatus(row["status"]).is_agent_outcome  # final: never run again
+    assert ("Warning", "DeadlineExceeded") in reasons
