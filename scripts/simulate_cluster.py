@@ -377,7 +377,9 @@ def measure_run(work: Path) -> dict[str, Any] | None:
 def _serve_fake(conn: Any) -> None:
     from dataspace.testing.fake_k8s import FakeKubernetes
 
-    with FakeKubernetes(runtime="host") as fake:
+    # a node as large as the measurement needs: the fake schedules by requests, and 33
+    # default-sized sandboxes live at once here
+    with FakeKubernetes(runtime="host", node_allocatable={"cpu": "512", "memory": "4Ti"}) as fake:
         conn.send(fake.url)
         conn.recv()
 

@@ -16,8 +16,9 @@ Operations:
                     ``/stage`` folder, never visible to the sandbox) or 1 after its timeout.
     ``stage``       read a tar from stdin and unpack it into the workspace folder safely
                     (regular files and folders only, no absolute paths, no ``..``).
-    ``run``         run a command with a timeout, a clean environment and an output cap; on
-                    timeout kill everything it started; report OOM kills.
+    ``run``         run a command with a timeout, a clean environment (nothing the kubelet
+                    injects) and an output cap; on timeout kill everything it started;
+                    report OOM kills.
     ``read``        read a regular file under the output folder, never following a link.
     ``image-file``  read a regular file of the image by absolute path, size-limited (the
                     Data Workbench Runtime manifest).
@@ -34,6 +35,7 @@ import errno
 import io
 import json
 import os
+import re
 import signal
 import stat
 import struct
@@ -239,9 +241,45 @@ class Capture(threading.Thread):
         return b"".join(self.chunks)
 
 
+SERVICE_LINK = re.compile(
+    r"^[A-Z0-9_]+_(SERVICE_HOST|SERVICE_PORT(_[A-Z0-9_]+)?|PORT_[0-9]+_(TCP|UDP|SCTP)"
+    r"(_PROTO|_PORT|_ADDR)?)$"
+)
+SERVICE_URL = re.compile(r"^(tcp|udp|sctp)://[0-9A-Fa-f.:\[\]]+:[0-9]+$")
+
+
+def kubelet_injected(name, value):
+    """Whether a variable is one the kubelet adds to every container, not the image's.
+
+    The kubelet always adds the API server's service (``KUBERNETES_SERVICE_HOST`` and its
+    siblings), even with ``enableServiceLinks: false``, and a variable family per service
+    of the namespace where service links are on; none of it is the agent's business.
+
+    >>> kubelet_injected("KUBERNETES_SERVICE_HOST", "10.96.0.1")
+    True
+    >>> kubelet_injected("RELAY_PORT_8080_TCP_ADDR", "10.96.3.4")
+    True
+    >>> kubelet_injected("RELAY_PORT", "tcp://10.96.3.4:8080")
+    True
+    >>> kubelet_injected("DB_PORT", "5432"), kubelet_injected("LANG", "C.UTF-8")
+    (False, False)
+    """
+    if name.startswith("KUBERNETES_") or SERVICE_LINK.match(name):
+        return True
+    return name.endswith("_PORT") and bool(SERVICE_URL.match(value))
+
+
 def command_env(extra):
-    """The container's environment (image and pod spec: never secrets) plus the sandbox's."""
-    env = {k: v for k, v in os.environ.items() if k not in ("DS_SANDBOX_ROOT", "HOSTNAME")}
+    """The container's environment (image and pod spec: never secrets) plus the sandbox's.
+
+    What the kubelet injects (see ``kubelet_injected``) and the test doubles' own variables
+    are left out; ``extra`` (the controller's) is applied last.
+    """
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if k not in ("DS_SANDBOX_ROOT", "HOSTNAME") and not kubelet_injected(k, v)
+    }
     env.update(extra)
     return env
 
@@ -300,7 +338,10 @@ def op_run(args):
     out.join(0.5)
     err.join(0.5)
     code = proc.returncode
-    oom = code == -signal.SIGKILL and not timed_out and before >= 0 and oom_kills() > before
+    # The OOM killer picks the largest process: under ``/bin/sh -c`` that is the shell's
+    # child, and the shell exits 137. Any OOM kill in the container during the command
+    # counts, as the local backend counts its cgroup's.
+    oom = not timed_out and before >= 0 and oom_kills() > before
     stdout, stderr = out.data(), err.data()
     emit(
         {

@@ -28,9 +28,12 @@ class PodFailedError(SandboxError):
     """A sandbox pod failed for reasons outside the agent's control (retried).
 
     Attributes:
-        code: ``pod_pending_timeout``, ``image_pull``, ``pod_evicted``, ``pod_failed``,
-            ``pod_gone``, ``staging``, ``k8s_api``, ``slots`` or ``runtime_manifest``
-            (the image holds no readable Data Workbench Runtime manifest).
+        code: ``pod_pending_timeout``, ``pod_unschedulable`` (no room on a node past
+            ``unschedulable_timeout``), ``pod_start_failed`` (a Warning such as
+            ``FailedCreatePodSandBox`` or a missing claim past ``start_warning_timeout``),
+            ``image_pull``, ``pod_evicted``, ``pod_failed``, ``pod_gone``, ``staging``,
+            ``k8s_api``, ``slots`` or ``runtime_manifest`` (the image holds no readable
+            Data Workbench Runtime manifest).
         pod: the pod name (may be empty when creation never got that far).
         events: the pod's recent events, one per line.
     """
@@ -88,6 +91,13 @@ class KubernetesOptions:
             ``relay_address``.
         relay_ports: the inclusive port range the relays listen in; it must be the range
             the NetworkPolicies allow (``k8s/base/harness-relay.yaml``).
+        settle_timeout: seconds the pod is read again after a broken exec until its phase
+            settles (the kubelet kills containers first and reports the phase later).
+        start_warning_timeout: seconds a not-ready pod may show a Warning as its newest
+            event (a sandbox the runtime cannot create, a missing volume or claim) before
+            its start fails with that reason and message.
+        unschedulable_timeout: the same for ``FailedScheduling`` for want of room on a
+            node, which other pods ending may give.
     """
 
     namespace: str = DEFAULT_NAMESPACE
@@ -124,6 +134,9 @@ class KubernetesOptions:
     relay_address: str | None = None
     relay_bind: str | None = None
     relay_ports: tuple[int, int] = RELAY_PORTS
+    settle_timeout: float = 15.0
+    start_warning_timeout: float = 10.0
+    unschedulable_timeout: float = 60.0
 
     def __post_init__(self) -> None:
         if self.max_pending < 1 or self.max_deleting < 1:

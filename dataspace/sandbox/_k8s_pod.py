@@ -6,6 +6,7 @@ Kubernetes schemas and the status rules tested without a cluster.
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import json
 import re
@@ -380,6 +381,16 @@ class PodState:
     reason: str = ""
     message: str = ""
     node: str | None = None
+    phase: str = ""
+
+    @property
+    def settled(self) -> bool:
+        """Whether this is the pod's last word: its phase is final, or it is gone.
+
+        The kubelet kills containers first and writes the phase about a second later, so
+        a pod whose containers ended while its phase still says Running has not settled.
+        """
+        return self.kind == "gone" or self.phase in ("Failed", "Succeeded", "Unknown")
 
     @property
     def terminal(self) -> bool:
@@ -405,7 +416,17 @@ def classify_pod(pod: Mapping[str, Any] | None) -> PodState:
     'image_error'
     >>> classify_pod(None).kind
     'gone'
+    >>> ended = classify_pod({"status": {"phase": "Running", "containerStatuses": [
+    ...     {"name": "sandbox", "state": {"terminated": {"exitCode": 0}}}]}})
+    >>> ended.kind, ended.settled
+    ('failed', False)
     """
+    state = _classify(pod)
+    phase = ((pod or {}).get("status") or {}).get("phase") or ""
+    return dataclasses.replace(state, phase=phase) if pod is not None else state
+
+
+def _classify(pod: Mapping[str, Any] | None) -> PodState:
     if pod is None:
         return PodState(kind="gone", reason="NotFound", message="the pod no longer exists")
     meta = pod.get("metadata") or {}
@@ -505,11 +526,104 @@ def _own_storage_limit(message: str) -> bool:
     True
     >>> _own_storage_limit("Pod ephemeral local storage usage exceeds the total limit 2Gi.")
     True
+    >>> _own_storage_limit('Container sandbox exceeded its local ephemeral storage limit "1Gi". ')
+    True
     >>> _own_storage_limit("The node was low on resource: ephemeral-storage.")
     False
     """
     lowered = message.lower()
+    if "exceeded its local ephemeral storage limit" in lowered:
+        return True
     return "exceeds the" in lowered and ("emptydir" in lowered or "ephemeral" in lowered)
+
+
+def _when(event: Mapping[str, Any]) -> str:
+    return str(
+        event.get("lastTimestamp") or event.get("eventTime") or event.get("firstTimestamp") or ""
+    )
+
+
+def ending_from_events(events: Sequence[Mapping[str, Any]]) -> PodState | None:
+    """The end a pod's Warning events announce before its phase does, if any.
+
+    The kubelet records ``DeadlineExceeded`` or ``Evicted`` as it kills the containers; the
+    pod's phase follows later. None when no such event is there.
+
+    >>> ending_from_events([{"type": "Warning", "reason": "DeadlineExceeded",
+    ...     "message": "Pod was active on the node longer than the specified deadline"}]).kind
+    'deadline'
+    >>> ending_from_events([{"type": "Warning", "reason": "Evicted",
+    ...     "message": 'Usage of EmptyDir volume "output" exceeds the limit "64Mi". '}]).kind
+    'storage_limit'
+    >>> ending_from_events([{"type": "Normal", "reason": "Started", "message": ""}]) is None
+    True
+    """
+    for event in sorted(events, key=_when, reverse=True):
+        if event.get("type") != "Warning":
+            continue
+        reason, message = str(event.get("reason") or ""), str(event.get("message") or "")
+        if reason == "DeadlineExceeded":
+            return PodState(kind="deadline", reason=reason, message=message)
+        if reason == "Evicted":
+            kind: PodKind = "storage_limit" if _own_storage_limit(message) else "evicted"
+            return PodState(kind=kind, reason=reason, message=message)
+    return None
+
+
+@dataclass(frozen=True, kw_only=True)
+class PendingCause:
+    """Why a pod is not ready yet, as its newest event (a Warning) says.
+
+    ``code`` is the error code a start that fails for it carries: ``pod_unschedulable``
+    (no node has room for the pod's requests; this may pass as other pods end),
+    ``image_pull``, or ``pod_start_failed`` (what does not fix itself: a sandbox the runtime
+    cannot create, a volume or claim that is missing).
+    """
+
+    reason: str
+    message: str
+    code: str
+
+    @property
+    def waits_for_capacity(self) -> bool:
+        """Whether the pod waits for room on a node (other pods ending may give it)."""
+        return self.code == "pod_unschedulable"
+
+    def __str__(self) -> str:
+        return f"{self.reason}: {self.message.strip()}"
+
+
+def pending_cause(events: Sequence[Mapping[str, Any]]) -> PendingCause | None:
+    """The cause a not-ready pod's newest event gives, when that event is a Warning.
+
+    >>> pending_cause([{"type": "Warning", "reason": "FailedScheduling",
+    ...     "message": "0/1 nodes are available: 1 Insufficient cpu."}]).code
+    'pod_unschedulable'
+    >>> pending_cause([{"type": "Warning", "reason": "FailedScheduling", "message":
+    ...     '0/1 nodes are available: persistentvolumeclaim "ws" not found.'}]).code
+    'pod_start_failed'
+    >>> str(pending_cause([{"type": "Warning", "reason": "FailedCreatePodSandBox",
+    ...     "message": "Failed to create pod sandbox: runtime does not support user namespaces"}]))
+    'FailedCreatePodSandBox: Failed to create pod sandbox: runtime does not support user namespaces'
+    >>> pending_cause([{"type": "Warning", "reason": "FailedScheduling", "message": "x",
+    ...     "lastTimestamp": "2026-01-01T00:00:00Z"}, {"type": "Normal", "reason": "Scheduled",
+    ...     "message": "y", "lastTimestamp": "2026-01-01T00:00:01Z"}]) is None
+    True
+    """
+    if not events:
+        return None
+    newest = sorted(events, key=_when)[-1]
+    if newest.get("type") != "Warning":
+        return None
+    reason, message = str(newest.get("reason") or ""), str(newest.get("message") or "")
+    lowered = message.lower()
+    if reason == "FailedScheduling" and "not found" not in lowered:
+        code = "pod_unschedulable"
+    elif "image" in lowered and reason in ("Failed", "BackOff", "InspectFailed"):
+        code = "image_pull"
+    else:
+        code = "pod_start_failed"
+    return PendingCause(reason=reason, message=message, code=code)
 
 
 def format_events(events: Sequence[Mapping[str, Any]], limit: int = 8) -> str:
@@ -518,16 +632,7 @@ def format_events(events: Sequence[Mapping[str, Any]], limit: int = 8) -> str:
     >>> format_events([{"reason": "Scheduled", "message": "assigned to n1", "type": "Normal"}])
     'Normal Scheduled: assigned to n1'
     """
-
-    def when(event: Mapping[str, Any]) -> str:
-        return str(
-            event.get("lastTimestamp")
-            or event.get("eventTime")
-            or event.get("firstTimestamp")
-            or ""
-        )
-
-    ordered = sorted(events, key=when)[-limit:]
+    ordered = sorted(events, key=_when)[-limit:]
     lines = []
     for e in ordered:
         count = e.get("count") or 1
@@ -541,6 +646,7 @@ __all__ = [
     "MAIN_CONTAINER",
     "SANDBOX_ID_ANNOTATION",
     "STAGE_CONTAINER",
+    "PendingCause",
     "PodState",
     "PodTemplate",
     "StreamedWorkspace",
@@ -548,8 +654,10 @@ __all__ = [
     "bytes_quantity",
     "classify_pod",
     "cpu_quantity",
+    "ending_from_events",
     "format_events",
     "label_value",
+    "pending_cause",
     "pod_labels",
     "pod_manifest",
     "pod_name",

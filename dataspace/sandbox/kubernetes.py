@@ -59,7 +59,12 @@ outside address); ``info()["relay"]`` tells the harness's runner where to listen
 (``relay_bind``) and what the pod dials (``relay_address``, the controller's pod IP). The
 relay accepts only the attempt's one-attempt token and holds the key: the pod never sees it.
 
-**Failures.** Waiting for Ready has a timeout whose error carries the pod's events. Image
+**Failures.** Waiting for Ready has a timeout whose error carries the pod's events; a
+Warning that is the pod's newest event (``FailedScheduling``, ``FailedCreatePodSandBox``, a
+missing claim) is logged at once and ends the start with its reason and message once it
+lasts. After a broken exec the pod is read until its phase settles (the kubelet kills the
+containers first and reports the phase about a second later), its Warning events deciding
+past ``settle_timeout``. Image
 pull errors, evictions for node pressure, lost nodes, vanished pods and API failures past
 retries raise ``PodFailedError`` (a ``SandboxError``, so the attempt is retried as an
 infrastructure failure, labelled with ``code``). OOMKilled and evictions for exceeding the
@@ -99,12 +104,15 @@ from dataspace.sandbox._k8s_pod import (
     MAIN_CONTAINER,
     SANDBOX_ID_ANNOTATION,
     STAGE_CONTAINER,
+    PendingCause,
     PodState,
     PodTemplate,
     StreamedWorkspace,
     VolumeWorkspace,
     classify_pod,
+    ending_from_events,
     format_events,
+    pending_cause,
     pod_manifest,
     pod_name,
     selector,
@@ -121,6 +129,9 @@ RELAY_ADDRESS_FIX = (
     "k8s/base/raycluster.yaml sets it)"
 )
 """What to do when a native harness's relay has no address (preflight says it too)."""
+
+PENDING_POLL = 2.0
+"""Seconds between reads of a not-ready pod's events (its watch windows last as long)."""
 
 NATIVE_HARNESS_LABEL = "native-harness"
 """The sandbox label (``dataspace.io/native-harness`` on the pod) that the NetworkPolicy
@@ -247,6 +258,8 @@ class KubernetesSandbox:
         }
         self.name = pod_name(self.labels, self.id)
         self._created = False
+        self._pending_cause: PendingCause | None = None
+        self._pending_seen: dict[tuple[str, str], float] = {}
         started = time.monotonic()
         self._workspace = self._stage_local(spec.workspace)
         self._timings["cache"] = self._workspace.seconds
@@ -459,13 +472,12 @@ class KubernetesSandbox:
         while True:
             left = end - time.monotonic()
             if left <= 0:
-                self._raise_for(
-                    state,
-                    f"was not ready within {self._opts.ready_timeout:.0f}s",
-                    code="pod_pending_timeout",
-                )
+                why = f"was not ready within {self._opts.ready_timeout:.0f}s"
+                if self._pending_cause is not None:
+                    why += f"; latest warning {self._pending_cause}"
+                self._raise_for(state, why, code="pod_pending_timeout")
             try:
-                for kind, obj in api.watch_pod(self._ns, self.name, rv, min(left, 60.0)):
+                for kind, obj in api.watch_pod(self._ns, self.name, rv, min(left, PENDING_POLL)):
                     if kind == "DELETED":
                         return classify_pod(None), rv
                     rv = (obj.get("metadata") or {}).get("resourceVersion") or rv
@@ -493,6 +505,43 @@ class KubernetesSandbox:
                 rv = (pod.get("metadata") or {}).get("resourceVersion") or rv
             if state.kind in wanted or state.terminal:
                 return state, rv
+            self._check_pending()
+
+    def _check_pending(self) -> None:
+        """Read the events of the not-ready pod; fail the start once a cause has lasted.
+
+        A Warning that is the pod's newest event is logged when first seen and ends the
+        start after ``start_warning_timeout`` (``unschedulable_timeout`` while it only
+        waits for room on a node), with its reason and message: a runtime that cannot
+        create the sandbox or a missing claim never fixes itself within ``ready_timeout``.
+        """
+        opts = self._opts
+        events = self._api.pod_events(self._ns, self.name)
+        cause = pending_cause(events)
+        self._pending_cause = cause
+        if cause is None:
+            return
+        now = time.monotonic()
+        first = self._pending_seen.setdefault((cause.reason, cause.code), now)
+        if first == now:
+            logger.warning(
+                "sandbox pod %s/%s for %s is not ready: %s",
+                self._ns,
+                self.name,
+                self._what(),
+                cause,
+            )
+        limit = (
+            opts.unschedulable_timeout if cause.waits_for_capacity else opts.start_warning_timeout
+        )
+        if now - first >= limit:
+            raise PodFailedError(
+                f"sandbox pod {self._ns}/{self.name} for {self._what()} did not start "
+                f"within {limit:g}s of {cause}",
+                code=cause.code,
+                pod=self.name,
+                events=format_events(events),
+            )
 
     def _stream_workspace(self) -> None:
         tar = self._backend.cache().tar_path(self._workspace)
@@ -584,9 +633,43 @@ class KubernetesSandbox:
                 f"sandbox for {self._what()}: {exc}", code="k8s_api", pod=self.name
             ) from exc
 
+    def _settled_state(self) -> PodState:
+        """The pod's state once its phase has settled, read again for ``settle_timeout``.
+
+        The kubelet kills the containers first and reports the phase about a second later
+        (after the containers' own end, which alone would read as a container that exited):
+        one read would blame the API or the container for the pod's deadline or eviction.
+        Past the window the Warning events the kubelet recorded as it killed tell the end;
+        without them the last state read stands.
+        """
+        end = time.monotonic() + self._opts.settle_timeout
+        pause = 0.05
+        while True:
+            state = self._pod_state()
+            left = end - time.monotonic()
+            if state.settled or left <= 0:
+                break
+            time.sleep(min(pause, left))
+            pause = min(2 * pause, 0.5)
+        if not state.settled:
+            try:
+                announced = ending_from_events(self._api.pod_events(self._ns, self.name))
+            except ApiCallError:
+                announced = None
+            if announced is not None:
+                logger.info(
+                    "pod %s: phase still %s after %.0fs; its events say %s",
+                    self.name,
+                    state.phase or "unknown",
+                    self._opts.settle_timeout,
+                    announced.reason,
+                )
+                return dataclasses.replace(announced, node=state.node, phase=state.phase)
+        return state
+
     def _lost(self, exc: Exception) -> PodState:
         """After a broken exec: the pod's terminal state (raising for infrastructure ends)."""
-        state = self._pod_state()
+        state = self._settled_state()
         if not state.terminal:
             raise PodFailedError(
                 f"sandbox for {self._what()}: exec failed while the pod runs: {exc}",
@@ -683,6 +766,22 @@ class KubernetesSandbox:
             status=status,
         )
 
+    def _ended_error(self, what: str) -> OSError:
+        """A file operation on a pod that ended for the agent's own limits.
+
+        An ``OSError`` (as the contract has for limits), never a ``SandboxError``: the pod
+        ended at its deadline or for its own memory or storage limits, which is the agent's
+        outcome, not an infrastructure failure to retry.
+        """
+        state = self._final
+        assert state is not None
+        code = {"deadline": errno.ETIME, "storage_limit": errno.ENOSPC}.get(
+            state.kind, errno.ENOMEM
+        )
+        return OSError(
+            code, f"sandbox pod {self.name} has ended ({state.reason}: {state.message}); {what}"
+        )
+
     def _final_result(self, duration: float = 0.0) -> ExecResult:
         state = self._final
         assert state is not None
@@ -737,17 +836,13 @@ class KubernetesSandbox:
         self, op: str, args: Mapping[str, Any], path: str, stdin: bytes | None = None
     ) -> HelperReply:
         if self._final is not None:
-            raise SandboxError(
-                f"sandbox pod {self.name} has ended ({self._final.reason}); cannot {op} {path}"
-            )
+            raise self._ended_error(f"cannot {op} {path}")
         timeout = max(60.0, self.limits.command_timeout)
         try:
             reply = self._helper(op, args, timeout=timeout, stdin=stdin)
         except (ExecLostError, ApiCallError) as exc:
-            state = self._lost(exc)
-            raise SandboxError(
-                f"sandbox pod {self.name} ended ({state.reason}) during {op} {path}"
-            ) from exc
+            self._lost(exc)  # raises for infrastructure ends
+            raise self._ended_error(f"during {op} {path}") from exc
         head = reply.header
         if not head.get("ok"):
             code = int(head.get("errno") or errno.EIO)

@@ -27,10 +27,20 @@ and ingress of the controller's, both enforced); each such port is forwarded to 
 port on the host's 127.0.0.1, where the test's controller side listens. Nothing else
 answers there and there is no route anywhere else.
 
-Scripted behaviours (``Behaviour``) reproduce what clusters do to pods: normal start,
-image pull failure, Pending for ever (unschedulable), OOM kill or node-pressure eviction
-while the n-th exec runs, activeDeadlineSeconds; ``fail_next`` makes the API answer 5xx or
-409 (optionally after doing the work, a lost answer).
+The kubelet behaves as a real one where the backend depends on it: it kills a pod's
+containers first (SIGTERM to PID 1, or SIGKILL for an OOM; execs end with 137) and writes
+the end into the pod's status ``status_delay`` seconds later, the containers' end before
+the phase; it evicts pods whose emptyDirs or ephemeral storage exceed their limits (measured
+every ``eviction_interval``), schedules by requests on one node (``node_allocatable``),
+leaves pods with missing claims Pending and, with ``user_namespaces=False``, pods with
+``hostUsers: false`` ContainerCreating (Warning events only), gives containers memory
+cgroups of their limits (as root), and injects ``KUBERNETES_SERVICE_HOST`` and its siblings
+into every container (docs/cluster.md, "What the loopback fake models").
+
+Scripted behaviours (``Behaviour``) reproduce the rest of what clusters do to pods: image
+pull failure, Pending for ever (unschedulable), OOM kill of the whole container or
+node-pressure eviction while the n-th exec runs, activeDeadlineSeconds; ``fail_next`` makes
+the API answer 5xx or 409 (optionally after doing the work, a lost answer).
 """
 
 from __future__ import annotations
@@ -77,6 +87,20 @@ RUNTIME_MANIFEST: dict[str, Any] = {
 """The runtime manifest the fake's images hold by default (the shape of the real one)."""
 _WS_GUID = "258EAFA5-E914-47DA-95CA-C5AB0DC85B11"
 NODE = "fake-node-1"
+KUBELET_ENV = {
+    "KUBERNETES_SERVICE_HOST": "10.96.0.1",
+    "KUBERNETES_SERVICE_PORT": "443",
+    "KUBERNETES_SERVICE_PORT_HTTPS": "443",
+    "KUBERNETES_PORT": "tcp://10.96.0.1:443",
+    "KUBERNETES_PORT_443_TCP": "tcp://10.96.0.1:443",
+    "KUBERNETES_PORT_443_TCP_PROTO": "tcp",
+    "KUBERNETES_PORT_443_TCP_PORT": "443",
+    "KUBERNETES_PORT_443_TCP_ADDR": "10.96.0.1",
+}
+"""What the kubelet adds to every container's environment: the API server's service,
+even with ``enableServiceLinks: false``."""
+NODE_ALLOCATABLE = {"cpu": "32", "memory": "128Gi"}
+"""The fake node's allocatable resources (room for several default-sized sandboxes)."""
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -245,6 +269,8 @@ class _Pod:
     started_at: float | None = None
     net_holder: subprocess.Popen[bytes] | None = None
     listeners: list[socket.socket] = field(default_factory=list)
+    ending: bool = False
+    empty_dirs: dict[str, Path] = field(default_factory=dict)
 
 
 class FakeKubernetes:
@@ -262,6 +288,15 @@ class FakeKubernetes:
             does; ``{}``: an image without a runtime manifest.
         network: the cluster network and NetworkPolicies (see ``PodNetwork``); None: pods
             have no network at all.
+        status_delay: seconds from the kubelet killing a pod's containers (deadline,
+            eviction, OOM) to the pod's status saying so, as the kubelet's status
+            manager reports about a second later (an attribute: tests may lower it).
+        node_allocatable: ``cpu`` and ``memory`` of the one node; pods whose requests do
+            not fit beside the pods already on it stay Pending (``FailedScheduling``).
+        user_namespaces: whether the runtime supports ``hostUsers: false``; without, such
+            pods stay ContainerCreating with ``FailedCreatePodSandBox`` Warnings.
+        eviction_interval: seconds between the eviction manager's checks of a pod's local
+            storage (a kubelet's housekeeping runs every 10 s; an attribute).
     """
 
     def __init__(
@@ -273,8 +308,17 @@ class FakeKubernetes:
         image_binds: tuple[str, ...] = (),
         image_folders: dict[str, Path] | None = None,
         network: PodNetwork | None = None,
+        status_delay: float = 1.0,
+        node_allocatable: Mapping[str, str] | None = None,
+        user_namespaces: bool = True,
+        eviction_interval: float = 10.0,
     ) -> None:
         self.runtime = _pick_runtime(runtime)
+        self.status_delay = status_delay
+        self.node_allocatable = dict(node_allocatable or NODE_ALLOCATABLE)
+        self.user_namespaces = user_namespaces
+        self.eviction_interval = eviction_interval
+        self._cgroup_v2, self._cgroup_base = _memory_cgroup_base(self.runtime)
         if network is not None and self.runtime != "chroot":
             raise RuntimeError("the fake's pod network needs the chroot runtime (root, unshare)")
         self.network = network
@@ -332,6 +376,8 @@ class FakeKubernetes:
         if self._server is not None:
             self._server.shutdown()
             self._server.server_close()
+        if self._cgroup_base is not None:
+            _remove_cgroup_tree(self._cgroup_base)
         shutil.rmtree(self._dir, ignore_errors=True)
 
     # ---- scripting and inspection -------------------------------------------------------
@@ -351,6 +397,11 @@ class FakeKubernetes:
         with self._cond:
             self._faults.append(_Fault(method.upper(), contains, status, count, after_effect))
 
+    @property
+    def memory_cgroups(self) -> bool:
+        """Whether containers get memory cgroups of their limits (the kernel OOM-kills)."""
+        return self._cgroup_base is not None
+
     def pod_names(self, namespace: str | None = None) -> list[str]:
         """Names of the pods that exist now."""
         with self._cond:
@@ -361,6 +412,15 @@ class FakeKubernetes:
         with self._cond:
             pod = self._pods.get((namespace, name))
             return copy.deepcopy(pod.obj) if pod else None
+
+    def events(self, namespace: str | None = None) -> list[dict[str, Any]]:
+        """Copies of the events recorded (they outlive their pods, as on a cluster)."""
+        with self._cond:
+            return [
+                copy.deepcopy(e)
+                for e in self._events
+                if namespace in (None, e["metadata"]["namespace"])
+            ]
 
     def add_event(
         self, namespace: str, name: str, reason: str, message: str, kind: str = "Normal"
@@ -441,6 +501,8 @@ class FakeKubernetes:
         ns, name = pod.obj["metadata"]["namespace"], pod.obj["metadata"]["name"]
         if not self._sleep(pod, b.start_delay):
             return
+        if b.outcome != "unschedulable" and not self._schedule(pod):
+            return
         with self._cond:
             if not self._alive(pod):
                 return
@@ -489,6 +551,11 @@ class FakeKubernetes:
                         ns, name, "BackOff", f'Back-off pulling image "{image}"', "Warning"
                     )
                     self._changed(pod)
+            return
+        if pod.obj["spec"].get("hostUsers") is False and not self.user_namespaces:
+            self._sandbox_refused(
+                pod, "can't set `spec.hostUsers: false`, runtime does not support user namespaces"
+            )
             return
         self._deadline_timer(pod)
         for init in pod.obj["spec"].get("initContainers") or []:
@@ -549,6 +616,155 @@ class FakeKubernetes:
             ]
             self._add_event(ns, name, "Started", "Started container sandbox")
             self._changed(pod)
+        threading.Thread(target=self._watch_storage, args=(pod,), daemon=True).start()
+
+    def _watch_storage(self, pod: _Pod) -> None:
+        """The eviction manager's local storage checks, every ``eviction_interval`` seconds.
+
+        An emptyDir past its ``sizeLimit``, or the pod's emptyDirs on disk past the sum of
+        its containers' ``ephemeral-storage`` limits, evicts the pod with the kubelet's
+        own reason and message.
+        """
+        spec = pod.obj["spec"]
+        limits = {
+            v["name"]: _quantity_bytes(str(v["emptyDir"]["sizeLimit"]))
+            for v in spec.get("volumes") or []
+            if "emptyDir" in v and v["emptyDir"].get("sizeLimit")
+        }
+        disk = {v["name"] for v in spec.get("volumes") or [] if "emptyDir" in v}
+        disk -= {
+            v["name"]
+            for v in spec.get("volumes") or []
+            if (v.get("emptyDir") or {}).get("medium") == "Memory"
+        }
+        total = 0
+        for c in spec["containers"]:
+            quantity = ((c.get("resources") or {}).get("limits") or {}).get("ephemeral-storage")
+            total += _quantity_bytes(str(quantity)) if quantity else 0
+        while self._sleep(pod, self.eviction_interval):
+            if pod.ending:
+                return
+            used = {name: _disk_usage(path) for name, path in list(pod.empty_dirs.items())}
+            message = ""
+            for name, limit in limits.items():
+                if used.get(name, 0) > limit:
+                    size = next(v for v in spec["volumes"] if v["name"] == name)["emptyDir"][
+                        "sizeLimit"
+                    ]
+                    message = f'Usage of EmptyDir volume "{name}" exceeds the limit "{size}". '
+                    break
+            if not message and total and sum(used.get(n, 0) for n in disk) > total:
+                message = (
+                    "Pod ephemeral local storage usage exceeds the total limit of containers "
+                    f"{_bytes_quantity(total)}. "
+                )
+            if message:
+                self._terminate(pod, "Evicted", message)
+                return
+
+    def _schedule(self, pod: _Pod) -> bool:
+        """Bind the pod to the node once its claims exist and its requests fit.
+
+        Until then it stays Pending with a ``FailedScheduling`` Warning, as the scheduler
+        leaves it, and is tried again whenever pods change (or each second). False: the
+        pod went away first.
+        """
+        ns, name = pod.obj["metadata"]["namespace"], pod.obj["metadata"]["name"]
+        reported, last_event = "", 0.0
+        while True:
+            with self._cond:
+                if not self._alive(pod):
+                    return False
+                why = self._unschedulable(pod)
+                if why is None:
+                    pod.obj["spec"]["nodeName"] = NODE
+                    return True
+                if time.monotonic() - last_event >= 1.0:
+                    self._add_event(ns, name, "FailedScheduling", why, "Warning")
+                    last_event = time.monotonic()
+                if why != reported:  # a pod change wakes every waiter: only real changes
+                    pod.obj["status"]["conditions"] = [
+                        {
+                            "type": "PodScheduled",
+                            "status": "False",
+                            "reason": "Unschedulable",
+                            "message": why,
+                        }
+                    ]
+                    reported = why
+                    self._changed(pod)
+                self._cond.wait(1.0)
+
+    def _unschedulable(self, pod: _Pod) -> str | None:
+        """The scheduler's message when the pod cannot go on the node (caller holds the lock)."""
+        spec = pod.obj["spec"]
+        for vol in spec.get("volumes") or []:
+            claim = (vol.get("persistentVolumeClaim") or {}).get("claimName")
+            if claim is not None and claim not in self.claims:
+                return (
+                    f'0/1 nodes are available: persistentvolumeclaim "{claim}" not found. '
+                    "preemption: 0/1 nodes are available: 1 Preemption is not helpful for "
+                    "scheduling."
+                )
+        used = {"cpu": 0.0, "memory": 0.0}
+        for other in self._pods.values():
+            phase = other.obj["status"]["phase"]
+            if (
+                other is not pod
+                and other.obj["spec"].get("nodeName") == NODE
+                and phase
+                in (
+                    "Pending",
+                    "Running",
+                )
+            ):
+                for key, value in _pod_requests(other.obj["spec"]).items():
+                    used[key] += value
+        wanted = _pod_requests(spec)
+        short = [
+            key
+            for key in ("cpu", "memory")
+            if used[key] + wanted[key] > _resource_amount(key, str(self.node_allocatable[key]))
+        ]
+        if not short:
+            return None
+        return (
+            "0/1 nodes are available: "
+            + ", ".join(f"1 Insufficient {key}" for key in short)
+            + ". preemption: 0/1 nodes are available: 1 No preemption victims found for "
+            "incoming pod."
+        )
+
+    def _sandbox_refused(self, pod: _Pod, why: str) -> None:
+        """The runtime cannot create the pod's sandbox: ContainerCreating, a Warning per try."""
+        ns, name = pod.obj["metadata"]["namespace"], pod.obj["metadata"]["name"]
+        with self._cond:
+            if not self._alive(pod):
+                return
+            pod.obj["status"]["containerStatuses"] = [
+                {
+                    "name": c["name"],
+                    "ready": False,
+                    "restartCount": 0,
+                    "image": c["image"],
+                    "state": {"waiting": {"reason": "ContainerCreating"}},
+                }
+                for c in pod.obj["spec"]["containers"]
+            ]
+            self._changed(pod)
+        while True:
+            with self._cond:
+                if not self._alive(pod):
+                    return
+                self._add_event(
+                    ns,
+                    name,
+                    "FailedCreatePodSandBox",
+                    f"Failed to create pod sandbox: {why}",
+                    "Warning",
+                )
+            if not self._sleep(pod, 1.0):
+                return
 
     def _deadline_timer(self, pod: _Pod) -> None:
         seconds = pod.obj["spec"].get("activeDeadlineSeconds")
@@ -561,7 +777,6 @@ class FakeKubernetes:
                     pod,
                     "DeadlineExceeded",
                     "Pod was active on the node longer than the specified deadline",
-                    container_reason="Error",
                 )
 
         threading.Thread(target=fire, daemon=True).start()
@@ -585,29 +800,90 @@ class FakeKubernetes:
             and pod.obj["status"]["phase"] in ("Pending", "Running")
         )
 
-    def _terminate(self, pod: _Pod, reason: str, message: str, *, container_reason: str) -> None:
-        """End a running pod (Failed) and kill its processes."""
+    def _terminate(
+        self,
+        pod: _Pod,
+        reason: str,
+        message: str,
+        *,
+        container_reason: str = "",
+        graceful: bool = True,
+    ) -> None:
+        """End a running pod as a kubelet does: kill first, report later.
+
+        The kubelet records the Warning event and kills the containers (``graceful``:
+        SIGTERM to each container's first process, SIGKILL after the pod's grace period;
+        else SIGKILL, as the kernel's OOM killer does); what was exec'd in a container dies
+        with it (exit 137). The pod's phase, reason and container statuses reach the API
+        only ``status_delay`` seconds later.
+        """
         with self._cond:
-            if not self._alive(pod):
+            if not self._alive(pod) or pod.ending:
                 return
-            status = pod.obj["status"]
-            status["phase"] = "Failed"
-            status["reason"] = reason
-            status["message"] = message
-            status["conditions"] = [{"type": "Ready", "status": "False"}]
-            status["containerStatuses"] = [
-                {
-                    "name": c["name"],
-                    "ready": False,
-                    "restartCount": 0,
-                    "state": {"terminated": {"exitCode": 137, "reason": container_reason}},
-                }
-                for c in pod.obj["spec"]["containers"]
-            ]
+            pod.ending = True
             ns, name = pod.obj["metadata"]["namespace"], pod.obj["metadata"]["name"]
-            self._add_event(ns, name, reason, message, "Warning")
-            self._changed(pod)
-        self._kill(pod)
+            if reason:
+                self._add_event(ns, name, reason, message, "Warning")
+            grace = float(pod.obj["spec"].get("terminationGracePeriodSeconds", 30))
+        codes = self._stop_containers(pod, graceful=graceful, grace=grace)
+        # first the containers' end (phase still Running), then the pod's phase and reason
+        for step in ("containers", "phase"):
+            if not self._sleep(pod, self.status_delay / 2):
+                return
+            with self._cond:
+                if not self._alive(pod):
+                    return
+                self._report_end(pod, codes, container_reason)
+                if step == "phase":
+                    status = pod.obj["status"]
+                    status["phase"] = "Failed"
+                    if reason:
+                        status["reason"] = reason
+                        status["message"] = message
+                self._changed(pod)
+
+    def _report_end(self, pod: _Pod, codes: dict[str, int], container_reason: str) -> None:
+        """Write the ended containers into the pod's status (caller holds the lock)."""
+        status = pod.obj["status"]
+        status["conditions"] = [{"type": "Ready", "status": "False"}]
+        status["containerStatuses"] = [
+            {
+                "name": c["name"],
+                "ready": False,
+                "restartCount": 0,
+                "image": c["image"],
+                "state": {
+                    "terminated": {
+                        "exitCode": codes.get(c["name"], 137),
+                        "reason": container_reason
+                        or ("Completed" if codes.get(c["name"]) == 0 else "Error"),
+                    }
+                },
+            }
+            for c in pod.obj["spec"]["containers"]
+        ]
+
+    def _stop_containers(self, pod: _Pod, *, graceful: bool, grace: float) -> dict[str, int]:
+        """Kill a pod's containers and execs; each container's exit code."""
+        if graceful:
+            for cname, proc in pod.procs.items():
+                target = pod.ns_pids.get(cname, proc.pid)
+                with contextlib.suppress(ProcessLookupError, PermissionError):
+                    os.kill(target, signal.SIGTERM)
+            end = time.monotonic() + max(grace, 0.1)
+            for proc in pod.procs.values():
+                with contextlib.suppress(subprocess.TimeoutExpired):
+                    proc.wait(timeout=max(0.0, end - time.monotonic()))
+        codes: dict[str, int] = {}
+        for cname, proc in pod.procs.items():
+            _kill_group(proc)
+            code = proc.returncode if proc.returncode is not None else -signal.SIGKILL
+            codes[cname] = code if code >= 0 else 128 - code
+        # the container's PID namespace ends with its first process: execs die with it
+        # (their streams stay open, so each exec still reports its exit status)
+        for proc in list(pod.execs):
+            _signal_tree(proc, signal.SIGKILL)
+        return codes
 
     def _kill(self, pod: _Pod) -> None:
         for proc in [*pod.procs.values(), *pod.execs]:
@@ -638,6 +914,7 @@ class FakeKubernetes:
                 )
                 src.mkdir(parents=True, exist_ok=True)
                 src.chmod(0o777)
+                pod.empty_dirs[m["name"]] = src
             elif "hostPath" in vol:
                 src = Path(vol["hostPath"]["path"])
             elif "persistentVolumeClaim" in vol:
@@ -666,6 +943,7 @@ class FakeKubernetes:
         env = {
             "PATH": "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
             "HOSTNAME": pod.obj["metadata"]["name"],
+            **KUBELET_ENV,
         }
         for e in container.get("env") or []:
             env[e["name"]] = e.get("value", "")
@@ -686,8 +964,15 @@ class FakeKubernetes:
             "--no-new-privs",
         ]
         enter = f'cd {_q(workdir)} 2>/dev/null || cd /; exec "$0" "$@"'
+        group = self._memory_group(pod, container)
+        join = (
+            []
+            if group is None
+            else ["/bin/sh", "-c", 'echo 0 > "$0" && exec "$@"', str(group / "cgroup.procs")]
+        )
         if self.runtime == "chroot" and into is not None:
             full = [
+                *join,
                 "nsenter",
                 "-t",
                 str(into),
@@ -729,10 +1014,18 @@ class FakeKubernetes:
                     f'mkdir -p "$R"{_q(extra)}; mount --rbind {_q(extra)} "$R"{_q(extra)}; '
                     f'mount -o remount,bind,ro "$R"{_q(extra)}'
                 )
+            if group is not None:
+                # the container's own memory cgroup where a container finds it (v1 layout)
+                cgroup_dir = "/sys/fs/cgroup" if self._cgroup_v2 else "/sys/fs/cgroup/memory"
+                lines.append(
+                    f'mkdir -p "$R"{cgroup_dir}; mount --bind {_q(str(group))} "$R"{cgroup_dir}; '
+                    f'mount -o remount,bind,ro "$R"{cgroup_dir}'
+                )
             lines.append(
                 f'cd "$R"; exec chroot "$R" setpriv {" ".join(drop)} -- /bin/sh -c {_q(enter)} "$@"'
             )
             full = [
+                *join,
                 "unshare",
                 "--mount",
                 "--net",
@@ -763,6 +1056,35 @@ class FakeKubernetes:
             stderr=subprocess.PIPE,
             start_new_session=True,
         )
+
+    def _memory_group(self, pod: _Pod, container: dict[str, Any]) -> Path | None:
+        """The container's memory cgroup, limited as its spec says (chroot runtime only).
+
+        Made on first use; None where this host gives the fake no memory cgroups.
+        """
+        if self._cgroup_base is None:
+            return None
+        meta = pod.obj["metadata"]
+        group = self._cgroup_base / f"{meta['namespace']}.{meta['name']}" / container["name"]
+        if group.is_dir():
+            return group
+        limit = ((container.get("resources") or {}).get("limits") or {}).get("memory")
+        try:
+            group.mkdir(parents=True)
+            if limit:
+                name = "memory.max" if self._cgroup_v2 else "memory.limit_in_bytes"
+                (group / name).write_text(str(_quantity_bytes(str(limit))))
+        except OSError as exc:
+            logger.warning("fake kubelet: no memory cgroup for %s: %s", meta["name"], exc)
+            return None
+        return group
+
+    def _remove_memory_groups(self, pod: _Pod) -> None:
+        if self._cgroup_base is None:
+            return
+        meta = pod.obj["metadata"]
+        folder = self._cgroup_base / f"{meta['namespace']}.{meta['name']}"
+        _remove_cgroup_tree(folder)
 
     def _start_container(self, pod: _Pod, container: dict[str, Any]) -> subprocess.Popen[bytes]:
         argv = list(container.get("command") or []) + list(container.get("args") or [])
@@ -937,25 +1259,24 @@ class FakeKubernetes:
                     pod,
                     "DeadlineExceeded",
                     "Pod was active on the node longer than the specified deadline",
-                    container_reason="Error",
                 )
             return
         time.sleep(0.2)
         if what == "oom":
-            self._terminate(pod, "", "", container_reason="OOMKilled")
+            self._terminate(pod, "", "", container_reason="OOMKilled", graceful=False)
         elif what == "evict":
             self._terminate(
                 pod,
                 "Evicted",
-                "The node was low on resource: memory. Threshold quantity: 100Mi, available: 20Mi.",
-                container_reason="Error",
+                "The node was low on resource: memory. Threshold quantity: 100Mi, available: "
+                "20Mi. Container sandbox was using 3Gi, request is 16Gi, has larger "
+                "consumption of memory. ",
             )
         else:
+            volumes = {v["name"]: v for v in pod.obj["spec"].get("volumes") or []}
+            limit = (volumes.get("output", {}).get("emptyDir") or {}).get("sizeLimit", "1Gi")
             self._terminate(
-                pod,
-                "Evicted",
-                'Usage of EmptyDir volume "output" exceeds the limit "1Gi". ',
-                container_reason="Error",
+                pod, "Evicted", f'Usage of EmptyDir volume "output" exceeds the limit "{limit}". '
             )
 
     def _delete(self, ns: str, name: str) -> tuple[int, dict[str, Any]]:
@@ -968,6 +1289,7 @@ class FakeKubernetes:
             self._cond.notify_all()
             obj = copy.deepcopy(pod.obj)
         self._kill(pod)
+        self._remove_memory_groups(pod)
         shutil.rmtree(pod.root, ignore_errors=True)
         return 200, obj
 
@@ -1225,6 +1547,8 @@ def _pump(handler: _Handler, proc: subprocess.Popen[bytes], proto: str) -> None:
                         continue
                     send(2, bytes([key.data]) + data)
             code = proc.wait()
+            if code < 0:  # killed by a signal: the runtime reports 128 + the signal
+                code = 128 - code
             if code == 0:
                 status = {"metadata": {}, "status": "Success"}
             else:
@@ -1336,6 +1660,113 @@ def _container_init(proc: subprocess.Popen[bytes], rootfs: Path) -> int | None:
     return None
 
 
+def _memory_cgroup_base(runtime: str) -> tuple[bool, Path | None]:
+    """(v2?, a fresh memory cgroup folder of this fake), or (False, None) where there is none."""
+    if runtime != "chroot":
+        return False, None
+    v1 = Path("/sys/fs/cgroup/memory")
+    v2 = Path("/sys/fs/cgroup")
+    if (v1 / "memory.limit_in_bytes").exists() or (v1 / "tasks").exists():
+        parent, is_v2 = v1, False
+    elif "memory" in _read(v2 / "cgroup.subtree_control").split():
+        parent, is_v2 = v2, True
+    else:
+        return False, None
+    base = parent / f"ds-fake-k8s-{uuid.uuid4().hex[:8]}"
+    try:
+        base.mkdir()
+        if is_v2:
+            (base / "cgroup.subtree_control").write_text("+memory")
+    except OSError:
+        with contextlib.suppress(OSError):
+            base.rmdir()
+        return False, None
+    return is_v2, base
+
+
+def _read(path: Path) -> str:
+    try:
+        return path.read_text()
+    except OSError:
+        return ""
+
+
+def _remove_cgroup_tree(folder: Path) -> None:
+    """Remove a cgroup folder and its children (their processes are gone by now)."""
+    if not folder.is_dir():
+        return
+    for child in sorted((p for p in folder.rglob("*") if p.is_dir()), key=lambda p: -len(p.parts)):
+        with contextlib.suppress(OSError):
+            child.rmdir()
+    for _ in range(50):
+        try:
+            folder.rmdir()
+            return
+        except FileNotFoundError:
+            return
+        except OSError:
+            time.sleep(0.02)  # the last process of the group is still being reaped
+    logger.warning("fake kubelet: cgroup %s could not be removed", folder)
+
+
+def _resource_amount(key: str, text: str) -> float:
+    """A quantity of ``cpu`` (in cores) or ``memory`` (in bytes).
+
+    >>> _resource_amount("cpu", "500m"), _resource_amount("cpu", "2")
+    (0.5, 2.0)
+    """
+    if key == "cpu":
+        return float(text[:-1]) / 1000 if text.endswith("m") else float(text)
+    return float(_quantity_bytes(text))
+
+
+def _pod_requests(spec: Mapping[str, Any]) -> dict[str, float]:
+    """What the scheduler counts for a pod: containers summed, or the largest init container."""
+    out = {"cpu": 0.0, "memory": 0.0}
+    inits = {"cpu": 0.0, "memory": 0.0}
+    for kind, sink in (("containers", out), ("initContainers", inits)):
+        for c in spec.get(kind) or []:
+            requests = (c.get("resources") or {}).get("requests") or {}
+            for key in sink:
+                if key in requests:
+                    amount = _resource_amount(key, str(requests[key]))
+                    sink[key] = (
+                        sink[key] + amount if kind == "containers" else max(sink[key], amount)
+                    )
+    return {key: max(out[key], inits[key]) for key in out}
+
+
+def _disk_usage(folder: Path) -> int:
+    """Bytes a folder takes on disk, as ``du`` counts them (links not followed)."""
+    total = 0
+    for top, dirs, files in os.walk(folder):
+        for name in dirs + files:
+            with contextlib.suppress(OSError):
+                total += os.lstat(os.path.join(top, name)).st_blocks * 512
+    return total
+
+
+def _bytes_quantity(size: int) -> str:
+    for suffix, unit in (("Gi", 1024**3), ("Mi", 1024**2), ("Ki", 1024)):
+        if size >= unit and size % unit == 0:
+            return f"{size // unit}{suffix}"
+    return str(size)
+
+
+def _quantity_bytes(text: str) -> int:
+    """Bytes of a Kubernetes memory quantity.
+
+    >>> _quantity_bytes("512Mi"), _quantity_bytes("1G"), _quantity_bytes("1000")
+    (536870912, 1000000000, 1000)
+    """
+    units = {"Ki": 1024, "Mi": 1024**2, "Gi": 1024**3, "Ti": 1024**4, "k": 1000, "M": 10**6}
+    units.update({"G": 10**9, "T": 10**12})
+    for suffix in sorted(units, key=len, reverse=True):
+        if text.endswith(suffix):
+            return int(float(text[: -len(suffix)]) * units[suffix])
+    return int(float(text))
+
+
 def chroot_runtime_available() -> bool:
     """Whether this host can run the fake's isolated container runtime."""
     try:
@@ -1364,13 +1795,19 @@ def _descendants(root: int) -> set[int]:
     return found
 
 
-def _kill_group(proc: subprocess.Popen[bytes]) -> None:
+def _signal_tree(proc: subprocess.Popen[bytes], sig: int) -> None:
+    """Signal a process, everything it started and its process group."""
     if proc.poll() is None:
         for pid in _descendants(proc.pid):
             with contextlib.suppress(ProcessLookupError, PermissionError):
-                os.kill(pid, signal.SIGKILL)
+                os.kill(pid, sig)
         with contextlib.suppress(ProcessLookupError, PermissionError):
-            os.killpg(proc.pid, signal.SIGKILL)
+            os.killpg(proc.pid, sig)
+
+
+def _kill_group(proc: subprocess.Popen[bytes]) -> None:
+    if proc.poll() is None:
+        _signal_tree(proc, signal.SIGKILL)
         with contextlib.suppress(subprocess.TimeoutExpired):
             proc.wait(timeout=5)
     for stream in (proc.stdin, proc.stdout, proc.stderr):
@@ -1441,7 +1878,9 @@ def fake_kubernetes(**kwargs: Any) -> Iterator[FakeKubernetes]:
 
 
 __all__ = [
+    "KUBELET_ENV",
     "NODE",
+    "NODE_ALLOCATABLE",
     "RUNTIME_MANIFEST",
     "Behaviour",
     "FakeKubernetes",

@@ -27,3 +27,39 @@ def make_backend(fake: FakeKubernetes, tmp_path: Path, **options: Any) -> Kubern
     }
     settings.update(options)
     return KubernetesBackend(**settings)
+
+
+TEST_CPU_VARIABLE = "DATASPACE_K8S_TEST_CPU"
+TEST_MEMORY_VARIABLE = "DATASPACE_K8S_TEST_MEMORY"
+DEFAULT_TEST_CPU = "0.5"
+DEFAULT_TEST_MEMORY = "512Mi"
+
+
+def contract_resources() -> dict[str, Any]:
+    """CPU and memory of the contract suite's pods (requests equal limits).
+
+    From ``DATASPACE_K8S_TEST_CPU`` (cores, or millicores such as ``500m``) and
+    ``DATASPACE_K8S_TEST_MEMORY`` (``512Mi``, ``2Gi``...), so the suite fits a small node;
+    the defaults fit the fake's node and a laptop's kind cluster alike.
+
+    Raises:
+        ConfigError: a value that is not a positive CPU count or a size.
+    """
+    import os
+
+    from dataspace.errors import ConfigError
+    from dataspace.runs.spec import parse_size
+
+    cpu_text = os.environ.get(TEST_CPU_VARIABLE, DEFAULT_TEST_CPU).strip()
+    try:
+        cpus = float(cpu_text[:-1]) / 1000 if cpu_text.endswith("m") else float(cpu_text)
+    except ValueError:
+        cpus = 0.0
+    if not cpus > 0:
+        raise ConfigError(
+            f"{TEST_CPU_VARIABLE}={cpu_text!r}: expected a positive CPU count such as 0.5 or 500m"
+        )
+    memory = parse_size(
+        os.environ.get(TEST_MEMORY_VARIABLE, DEFAULT_TEST_MEMORY), what=TEST_MEMORY_VARIABLE
+    )
+    return {"cpus": cpus, "memory_bytes": memory}

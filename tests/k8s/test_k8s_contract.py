@@ -3,11 +3,15 @@
 On the loopback fake cluster (real kubernetes client, real exec websocket, real processes
 behind it) and, when ``KUBECONFIG`` or an in-cluster configuration is present, against a
 real cluster (see k8s/README.md for kind). The real-cluster run reads
-``DATASPACE_K8S_NAMESPACE``, ``DATASPACE_K8S_IMAGE`` and ``DATASPACE_K8S_READY_TIMEOUT``.
+``DATASPACE_K8S_NAMESPACE``, ``DATASPACE_K8S_IMAGE`` and ``DATASPACE_K8S_READY_TIMEOUT``;
+both runs size their pods by ``DATASPACE_K8S_TEST_CPU`` and ``DATASPACE_K8S_TEST_MEMORY``
+(default half a CPU and 512Mi, see ``k8s_support.contract_resources``), so the suite fits a
+small node (the fake schedules by requests too).
 """
 
 from __future__ import annotations
 
+import dataclasses
 import os
 from collections.abc import Iterator
 from pathlib import Path
@@ -19,8 +23,9 @@ pytest.importorskip(
     reason="the kubernetes backend needs the kubernetes client (pip install kubernetes)",
 )
 from contract import SandboxContract
-from k8s_support import IMAGE_BINDS, make_backend
+from k8s_support import IMAGE_BINDS, contract_resources, make_backend
 
+from dataspace.sandbox import Limits, SandboxSpec
 from dataspace.sandbox.kubernetes import DEFAULT_IMAGE, KubernetesBackend
 from dataspace.testing.fake_k8s import FakeKubernetes, chroot_runtime_available
 
@@ -34,7 +39,31 @@ def module_fake() -> Iterator[FakeKubernetes]:
         assert server.pod_names() == [], "a sandbox pod was left behind"
 
 
-class TestKubernetesContractOnFakeCluster(SandboxContract):
+class _SizedContract(SandboxContract):
+    """The contract with pods of the suite's own size (not the benchmark's 4 CPU / 16 GiB)."""
+
+    def spec(self, workspace: Path, limits: Limits, env: dict[str, str]) -> SandboxSpec:
+        sized = dataclasses.replace(limits, **contract_resources())
+        return super().spec(workspace, sized, env)
+
+
+def test_the_suites_pods_are_sized_by_the_environment(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Guards: the suite's pods asked for the fixed 4 CPU / 16 GiB of the benchmark's
+    defaults, which no small node schedules (``FailedScheduling: Insufficient cpu``)."""
+    from dataspace.errors import ConfigError
+
+    monkeypatch.delenv("DATASPACE_K8S_TEST_CPU", raising=False)
+    monkeypatch.delenv("DATASPACE_K8S_TEST_MEMORY", raising=False)
+    assert contract_resources() == {"cpus": 0.5, "memory_bytes": 512 * 1024**2}
+    monkeypatch.setenv("DATASPACE_K8S_TEST_CPU", "250m")
+    monkeypatch.setenv("DATASPACE_K8S_TEST_MEMORY", "1Gi")
+    assert contract_resources() == {"cpus": 0.25, "memory_bytes": 1024**3}
+    monkeypatch.setenv("DATASPACE_K8S_TEST_CPU", "lots")
+    with pytest.raises(ConfigError, match=r"DATASPACE_K8S_TEST_CPU='lots': expected"):
+        contract_resources()
+
+
+class TestKubernetesContractOnFakeCluster(_SizedContract):
     @pytest.fixture
     def backend(self, module_fake: FakeKubernetes, tmp_path: Path) -> KubernetesBackend:
         # Workspaces come from a shared volume here (the quickest start); the streamed
@@ -58,7 +87,7 @@ def _real_cluster_reason() -> str | None:
 if _real_cluster_reason() is None:
 
     @pytest.mark.k8s
-    class TestKubernetesContractOnRealCluster(SandboxContract):
+    class TestKubernetesContractOnRealCluster(_SizedContract):
         """Needs the manifests of k8s/ applied and the runtime image pullable (k8s/README.md)."""
 
         @pytest.fixture
