@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from dataspace.errors import ConfigError, SandboxError
-from dataspace.sandbox._k8s_api import ClientSettings
+from dataspace.sandbox._k8s_api import ClientSettings, Retries
 from dataspace.store.retry import Backoff
 
 DEFAULT_IMAGE = "ghcr.io/dataspace-bench/runtime:1.0.0"
@@ -29,8 +29,10 @@ class PodFailedError(SandboxError):
 
     Attributes:
         code: ``pod_pending_timeout``, ``image_pull``, ``pod_evicted``, ``pod_failed``,
-            ``pod_gone``, ``staging``, ``k8s_api``, ``slots`` or ``runtime_manifest``
-            (the image holds no readable Data Workbench Runtime manifest).
+            ``pod_gone``, ``staging``, ``k8s_api``, ``slots``, ``runtime_manifest``
+            (the image holds no readable Data Workbench Runtime manifest), ``quota`` (the
+            namespace's ResourceQuota never made room, or can never hold the pod),
+            ``pod_security`` or ``admission`` (the pod is refused: a bad sandbox spec).
         pod: the pod name (may be empty when creation never got that far).
         events: the pod's recent events, one per line.
     """
@@ -72,6 +74,14 @@ class KubernetesOptions:
         image_pull_policy, node_selector, tolerations, runtime_class, priority_class,
         image_pull_secrets: passed to the pod.
         api_retries: tries of each API call; api_backoff_base: first backoff delay.
+        api_retry_window: seconds during which connection errors, 5xx and 429 answers
+            are retried past ``api_retries`` (an API server restart drains for about a
+            minute); 0: ``api_retries`` alone.
+        quota_timeout: seconds a pod creation refused for the namespace's ResourceQuota
+            waits for room (retried with backoff, as capacity: not a failure) before the
+            attempt fails with ``quota``.
+        preflight_pull_timeout: seconds preflight's one-off pod may take to pull an image
+            no node holds yet.
         max_output_bytes: stdout and stderr kept per command.
         host_users: ``False`` gives each pod its own user namespace (``hostUsers: false``,
             Kubernetes 1.33+ or the ``UserNamespacesSupport`` gate); None leaves the
@@ -116,6 +126,9 @@ class KubernetesOptions:
     image_pull_secrets: Sequence[str] = ()
     api_retries: int = 5
     api_backoff_base: float = 0.2
+    api_retry_window: float = 120.0
+    quota_timeout: float = 6 * 3600.0
+    preflight_pull_timeout: float = 120.0
     max_output_bytes: int = 8 * 1024**2
     host_users: bool | None = None
     seccomp_profile: str | None = None
@@ -130,6 +143,8 @@ class KubernetesOptions:
             raise ValueError("max_pending and max_deleting must be at least 1")
         if self.ready_timeout <= 0:
             raise ValueError("ready_timeout must be positive")
+        if self.api_retry_window < 0 or self.quota_timeout < 0:
+            raise ValueError("api_retry_window and quota_timeout must not be negative")
         if self.slots not in ("auto", "ray", "thread"):
             raise ValueError(f"slots must be auto, ray or thread, got {self.slots!r}")
         if self.tmp_medium not in ("", "Memory"):
@@ -176,6 +191,11 @@ class KubernetesOptions:
     def backoff(self) -> Backoff:
         """Retry policy of API calls."""
         return Backoff(attempts=self.api_retries, base=self.api_backoff_base, cap=5.0)
+
+    @property
+    def retries(self) -> Retries:
+        """How long transient API failures are retried (``api_retry_window``)."""
+        return Retries(backoff=self.backoff, window=self.api_retry_window)
 
 
 __all__ = [

@@ -71,8 +71,10 @@ from __future__ import annotations
 
 import dataclasses
 import errno
+import itertools
 import logging
 import os
+import random
 import secrets
 import socket
 import threading
@@ -82,7 +84,13 @@ from pathlib import Path
 from typing import Any
 
 from dataspace.errors import ConfigError, SandboxClosedError, SandboxError
-from dataspace.sandbox._k8s_api import ApiCallError, KubeApi, is_transient, kube_api
+from dataspace.sandbox._k8s_api import (
+    ApiCallError,
+    KubeApi,
+    is_transient,
+    kube_api,
+    quota_never_fits,
+)
 from dataspace.sandbox._k8s_exec import ExecLostError, HelperReply, helper_argv, run_helper
 from dataspace.sandbox._k8s_limits import Slots, SlotTimeoutError, default_slots
 from dataspace.sandbox._k8s_options import (
@@ -145,7 +153,7 @@ class KubernetesBackend:
     def api(self) -> KubeApi:
         """The shared API client (created on first use)."""
         if self._api is None:
-            self._api = kube_api(self.options.client_settings, self.options.backoff)
+            self._api = kube_api(self.options.client_settings, self.options.retries)
         return self._api
 
     @property
@@ -405,15 +413,20 @@ class KubernetesSandbox:
         return workbench.manifest_identity(manifest)
 
     def _create_pod(self) -> dict[str, Any]:
-        """POST the pod; resolve lost answers (409 on our own name) and name clashes."""
-        api, policy = self._api, self._opts.backoff
+        """POST the pod; resolve lost answers (409 on our own name) and name clashes.
+
+        Transient failures are retried for the API retry window; a quota refusal waits
+        for room (``quota_timeout``) as a Pending pod waits for a node; a Pod Security or
+        admission refusal is a bad spec, named as such.
+        """
+        api, retries = self._api, self._opts.retries
         manifest = self.manifest
-        last: ApiCallError | None = None
-        for attempt in range(1, policy.attempts + 1):
+        tries, since = 0, time.monotonic()
+        quota_since, quota_tries = 0.0, 0
+        while True:
             try:
                 return api.create_pod(self._ns, manifest)
             except ApiCallError as exc:
-                last = exc
                 if exc.status == 409:
                     existing = api.get_pod(self._ns, self.name)
                     notes = ((existing or {}).get("metadata") or {}).get("annotations") or {}
@@ -425,37 +438,71 @@ class KubernetesSandbox:
                     self.manifest = manifest
                     logger.info("pod name clash; retrying as %s", self.name)
                     continue
-                if not is_transient(exc):
+                if exc.cause == "quota":
+                    quota_since = quota_since or time.monotonic()
+                    quota_tries += 1
+                    self._wait_for_quota(exc, quota_since, quota_tries)
+                    continue
+                if exc.cause in ("pod_security", "admission"):
+                    what = "Pod Security" if exc.cause == "pod_security" else "an admission policy"
                     raise PodFailedError(
-                        f"sandbox for {self._what()}: {exc}", code="k8s_api", pod=self.name
+                        f"sandbox for {self._what()}: the pod is refused by {what} (a bad "
+                        f"sandbox spec; `dataspace doctor SPEC` shows it before a run): {exc}",
+                        code=exc.cause,
+                        pod=self.name,
                     ) from exc
+                tries += 1
+                if not is_transient(exc) or not retries.again(tries, since):
+                    raise PodFailedError(
+                        f"sandbox for {self._what()}: pod creation failed: {exc}",
+                        code="k8s_api",
+                        pod=self.name,
+                    ) from exc
+                delay = retries.delay(tries)
                 logger.warning(
-                    "create pod %s failed (%s), try %d of %d",
+                    "create pod %s failed (%s), try %d, retrying in %.2fs",
                     self.name,
                     exc,
-                    attempt,
-                    policy.attempts,
+                    tries,
+                    delay,
                 )
-                time.sleep(
-                    backoff_delay(
-                        attempt,
-                        base=policy.base,
-                        cap=policy.cap,
-                        jitter=0.5 + secrets.randbelow(500) / 1000,
-                    )
-                )
-        raise PodFailedError(
-            f"sandbox for {self._what()}: pod creation failed: {last}",
-            code="k8s_api",
-            pod=self.name,
+                time.sleep(delay)
+
+    def _wait_for_quota(self, exc: ApiCallError, since: float, tries: int) -> None:
+        """Back off after a quota refusal; raise when it can never fit or waited too long."""
+        never = quota_never_fits(exc.detail)
+        if never:
+            raise PodFailedError(
+                f"sandbox for {self._what()}: the pod alone exceeds the namespace's quota "
+                f"({never}): raise the ResourceQuota (k8s/base/resourcequota.yaml) or lower "
+                f"the spec's sandbox limits: {exc.detail}",
+                code="quota",
+                pod=self.name,
+            ) from exc
+        waited = time.monotonic() - since
+        if waited >= self._opts.quota_timeout:
+            raise PodFailedError(
+                f"sandbox for {self._what()}: no room in the namespace's quota for "
+                f"{waited:.0f}s (sandbox option quota_timeout): {exc.detail}",
+                code="quota",
+                pod=self.name,
+            ) from exc
+        b = self._opts.backoff
+        delay = backoff_delay(
+            tries, base=b.base, cap=max(b.cap, 10.0), jitter=0.5 + random.random() / 2
         )
+        logger.warning(
+            "create pod %s: quota full, waiting %.1fs for room (%s)", self.name, delay, exc.detail
+        )
+        self._timings["quota_wait"] = waited + delay
+        time.sleep(delay)
 
     def _wait(
         self, wanted: tuple[str, ...], end: float, rv: str | None, state: PodState
     ) -> tuple[PodState, str | None]:
         """Watch the pod until its state is in ``wanted`` or terminal, or ``end`` passes."""
-        api, policy = self._api, self._opts.backoff
-        failures = 0
+        api, retries = self._api, self._opts.retries
+        failures, failing_since = 0, 0.0
         while True:
             left = end - time.monotonic()
             if left <= 0:
@@ -472,15 +519,16 @@ class KubernetesSandbox:
                     state = classify_pod(obj)
                     if state.kind in wanted or state.terminal or time.monotonic() >= end:
                         break
-                failures = 0
+                failures, failing_since = 0, 0.0
             except ApiCallError as exc:
                 if exc.status == 410:
                     rv = None
-                elif is_transient(exc) and failures + 1 < policy.attempts:
+                elif is_transient(exc) and retries.again(
+                    failures + 1, failing_since or time.monotonic()
+                ):
+                    failing_since = failing_since or time.monotonic()
                     failures += 1
-                    time.sleep(
-                        backoff_delay(failures, base=policy.base, cap=policy.cap, jitter=1.0)
-                    )
+                    time.sleep(retries.delay(failures))
                 else:
                     raise PodFailedError(
                         f"sandbox for {self._what()}: {exc}", code="k8s_api", pod=self.name
@@ -556,8 +604,8 @@ class KubernetesSandbox:
         stdin: bytes | Path | None = None,
     ) -> HelperReply:
         """One helper exec; handshake failures (the command never started) are retried."""
-        policy = self._opts.backoff
-        for attempt in range(1, policy.attempts + 1):
+        retries, since = self._opts.retries, time.monotonic()
+        for attempt in itertools.count(1):
             try:
                 return run_helper(
                     self._api,
@@ -571,9 +619,9 @@ class KubernetesSandbox:
                     python=self._opts.python,
                 )
             except ApiCallError as exc:
-                if not is_transient(exc) or attempt == policy.attempts:
+                if not is_transient(exc) or not retries.again(attempt, since):
                     raise
-                time.sleep(backoff_delay(attempt, base=policy.base, cap=policy.cap, jitter=1.0))
+                time.sleep(retries.delay(attempt))
         raise AssertionError("unreachable")
 
     def _pod_state(self) -> PodState:
