@@ -87,6 +87,7 @@ from dataspace.errors import ConfigError, SandboxClosedError, SandboxError
 from dataspace.sandbox._k8s_api import (
     ApiCallError,
     KubeApi,
+    Retries,
     is_transient,
     kube_api,
     quota_never_fits,
@@ -117,6 +118,7 @@ from dataspace.sandbox._k8s_pod import (
     pod_name,
     selector,
 )
+from dataspace.sandbox._k8s_preflight import ClusterCheck, cluster_checks
 from dataspace.sandbox._k8s_staging import CachedWorkspace, WorkspaceCache, extract_outputs
 from dataspace.sandbox.base import OUTPUT_DIR, TMP_DIR, ExecResult, ExecStatus, Limits, SandboxSpec
 from dataspace.store.retry import backoff_delay
@@ -178,6 +180,55 @@ class KubernetesBackend:
             SandboxError: the workspace could not be staged.
         """
         return KubernetesSandbox(self, spec)
+
+    def pod_template(self, uid: int) -> PodTemplate:
+        """What every sandbox pod of this backend shares (``uid``: its sandbox user)."""
+        opts = self.options
+        return PodTemplate(
+            namespace=opts.namespace,
+            image=opts.image,
+            helper_argv=helper_argv(opts.python),
+            uid=uid,
+            deadline_grace=opts.deadline_grace,
+            tmp_medium=opts.tmp_medium,
+            image_pull_policy=opts.image_pull_policy,
+            node_selector=opts.node_selector,
+            tolerations=opts.tolerations,
+            runtime_class=opts.runtime_class,
+            priority_class=opts.priority_class,
+            image_pull_secrets=opts.image_pull_secrets,
+            host_users=opts.host_users,
+            seccomp_profile=opts.seccomp_profile,
+            extra_annotations={"dataspace.io/controller": socket.gethostname()},
+        )
+
+    def preflight_checks(
+        self, *, image: str | None, limits: Limits, labels: Mapping[str, str]
+    ) -> list[ClusterCheck]:
+        """What an attempt's pod will meet, checked without running an attempt.
+
+        The namespace exists; a server-side dry run of the exact pod an attempt creates
+        (Pod Security, admission policies, quota) and its volume claim; the image is on a
+        schedulable node or a one-off pod pulls it; the requests fit a node. API calls
+        get ``api_retries`` tries, without the run's retry window.
+        """
+        opts = self.options
+        sandbox_id = secrets.token_hex(6)
+        labels = {**labels, "task": "preflight"}
+        try:
+            manifest = pod_manifest(
+                template=self.pod_template(opts.uid if opts.uid is not None else UID_BASE),
+                name=pod_name(labels, sandbox_id),
+                sandbox_id=sandbox_id,
+                labels=labels,
+                limits=limits,
+                workspace=workspace_mount(opts, size_bytes=1024**2, sub_path=""),
+                image=image,
+            )
+        except ConfigError as exc:
+            return [ClusterCheck(key="pod", ok=False, message=str(exc))]
+        api = kube_api(opts.client_settings, Retries(backoff=opts.backoff))
+        return cluster_checks(api, opts, manifest)
 
     def pods(self, labels: Mapping[str, str] | None = None) -> list[dict[str, Any]]:
         """The sandbox pods in the namespace matching ``labels`` (all when None)."""
@@ -258,23 +309,7 @@ class KubernetesSandbox:
         started = time.monotonic()
         self._workspace = self._stage_local(spec.workspace)
         self._timings["cache"] = self._workspace.seconds
-        template = PodTemplate(
-            namespace=opts.namespace,
-            image=opts.image,
-            helper_argv=helper_argv(opts.python),
-            uid=self._uid,
-            deadline_grace=opts.deadline_grace,
-            tmp_medium=opts.tmp_medium,
-            image_pull_policy=opts.image_pull_policy,
-            node_selector=opts.node_selector,
-            tolerations=opts.tolerations,
-            runtime_class=opts.runtime_class,
-            priority_class=opts.priority_class,
-            image_pull_secrets=opts.image_pull_secrets,
-            host_users=opts.host_users,
-            seccomp_profile=opts.seccomp_profile,
-            extra_annotations={"dataspace.io/controller": socket.gethostname()},
-        )
+        template = backend.pod_template(self._uid)
         self.manifest = pod_manifest(
             template=template,
             name=self.name,
@@ -335,23 +370,8 @@ class KubernetesSandbox:
             ) from exc
 
     def _workspace_mount(self) -> VolumeWorkspace | StreamedWorkspace:
-        opts = self._opts
-        if opts.workspace_volume is None:
-            return StreamedWorkspace(
-                size_bytes=self._workspace.size_bytes, stage_timeout=opts.stage_timeout
-            )
-        pin = opts.pin_to_node
-        if pin is None:
-            pin = "hostPath" in opts.workspace_volume
-        node = (opts.node_name or os.environ.get("NODE_NAME")) if pin else None
-        if pin and not node:
-            raise ConfigError(
-                "kubernetes sandbox backend: pin_to_node needs node_name or "
-                "$NODE_NAME (the controller's node, from the downward API)"
-            )
-        return VolumeWorkspace(
-            volume=opts.workspace_volume, sub_path=self._workspace.sub_path, node=node
-        )
+        ws = self._workspace
+        return workspace_mount(self._opts, size_bytes=ws.size_bytes, sub_path=ws.sub_path)
 
     def _start(self) -> None:
         opts = self._opts
@@ -887,6 +907,28 @@ class KubernetesSandbox:
 
     def __exit__(self, *exc_info: object) -> None:
         self.close()
+
+
+def workspace_mount(
+    opts: KubernetesOptions, *, size_bytes: int, sub_path: str
+) -> VolumeWorkspace | StreamedWorkspace:
+    """How a pod of this backend mounts a workspace of ``size_bytes`` (cached at ``sub_path``).
+
+    Raises:
+        ConfigError: pods must be pinned to the controller's node, which is not known.
+    """
+    if opts.workspace_volume is None:
+        return StreamedWorkspace(size_bytes=size_bytes, stage_timeout=opts.stage_timeout)
+    pin = opts.pin_to_node
+    if pin is None:
+        pin = "hostPath" in opts.workspace_volume
+    node = (opts.node_name or os.environ.get("NODE_NAME")) if pin else None
+    if pin and not node:
+        raise ConfigError(
+            "kubernetes sandbox backend: pin_to_node needs node_name or "
+            "$NODE_NAME (the controller's node, from the downward API)"
+        )
+    return VolumeWorkspace(volume=opts.workspace_volume, sub_path=sub_path, node=node)
 
 
 def register() -> None:

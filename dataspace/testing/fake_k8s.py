@@ -59,7 +59,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
-from dataspace.testing.fake_k8s_policy import ApiPolicy, status
+from dataspace.testing.fake_k8s_policy import NODE, ApiPolicy, status
 from dataspace.testing.scripted_server import LoopbackHTTPServer
 
 logger = logging.getLogger(__name__)
@@ -77,7 +77,6 @@ RUNTIME_MANIFEST: dict[str, Any] = {
 }
 """The runtime manifest the fake's images hold by default (the shape of the real one)."""
 _WS_GUID = "258EAFA5-E914-47DA-95CA-C5AB0DC85B11"
-NODE = "fake-node-1"
 
 
 @dataclass(frozen=True, kw_only=True)

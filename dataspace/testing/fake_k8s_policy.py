@@ -49,6 +49,8 @@ from dataspace.sandbox._k8s_pod import parse_quantity as quantity
 CONTROLLER_USER = "system:serviceaccount:dataspace:dataspace-controller"
 """The user the controller's API calls run as (``k8s/base/serviceaccount.yaml``)."""
 ROOT_CA_CONFIGMAP = "kube-root-ca.crt"
+NODE = "fake-node-1"
+"""The fake cluster's one node (where its kubelet runs every pod)."""
 
 _COMPUTE = ("cpu", "memory", "ephemeral-storage")
 
@@ -415,7 +417,8 @@ class ApiPolicy:
         rbac: the requesting user's permissions; None: everything is allowed.
         quotas: ResourceQuota objects (each applies to its ``metadata.namespace``).
         admission: the ValidatingAdmissionPolicies and bindings.
-        nodes: the Node objects ``GET /api/v1/nodes`` lists.
+        nodes: the Node objects ``GET /api/v1/nodes`` lists (default: ``NODE`` with 8 CPUs,
+            32 GiB and no image).
         configmaps: namespace -> ConfigMap names (each namespace starts with
             ``kube-root-ca.crt``).
     """
@@ -424,7 +427,7 @@ class ApiPolicy:
     rbac: Rbac | None = None
     quotas: list[Mapping[str, Any]] = field(default_factory=list)
     admission: AdmissionPolicies = field(default_factory=lambda: AdmissionPolicies(()))
-    nodes: list[dict[str, Any]] = field(default_factory=list)
+    nodes: list[dict[str, Any]] = field(default_factory=lambda: [node(NODE)])
     configmaps: dict[str, set[str]] = field(default_factory=dict)
     lock: threading.Lock = field(default_factory=threading.Lock)
 
@@ -442,7 +445,7 @@ class ApiPolicy:
             docs: the applied objects: Namespaces, Roles and bindings, ResourceQuotas,
                 ValidatingAdmissionPolicies and bindings (other kinds are ignored).
             user: whose requests are authorized (None: RBAC is not enforced).
-            nodes: the cluster's Node objects.
+            nodes: the cluster's Node objects (default: ``NODE`` alone).
         """
         docs = [d for d in docs if d]
         namespaces = {"default": {}, "kube-system": {}}
@@ -454,7 +457,7 @@ class ApiPolicy:
             rbac=Rbac.from_manifests(docs, user) if user else None,
             quotas=[d for d in docs if d.get("kind") == "ResourceQuota"],
             admission=AdmissionPolicies(docs),
-            nodes=list(nodes),
+            nodes=list(nodes) or [node(NODE)],
         )
 
     def exists(self, namespace: str) -> bool:
@@ -543,8 +546,8 @@ class ApiPolicy:
 def node(
     name: str,
     *,
-    cpu: str = "4",
-    memory: str = "16Gi",
+    cpu: str = "8",
+    memory: str = "32Gi",
     ephemeral_storage: str = "100Gi",
     images: Sequence[str] = (),
     schedulable: bool = True,
@@ -567,6 +570,7 @@ def node(
 
 __all__ = [
     "CONTROLLER_USER",
+    "NODE",
     "ROOT_CA_CONFIGMAP",
     "AdmissionPolicies",
     "ApiPolicy",
