@@ -16,12 +16,14 @@ DEFAULT_NAMESPACE = "dataspace-sandboxes"
 BASE_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 UID_BASE = 200_000
 UID_SPAN = 100_000
-RELAY_PORTS = (20100, 20199)
-"""The controller ports a native harness's relay may listen on; the NetworkPolicies of
-``k8s/base/harness-relay.yaml`` allow sandbox pods labelled ``dataspace.io/native-harness``
-exactly this range of the controller pods, and nothing else. It lies outside every range
-Ray listens in (worker ports 10002-19999, the kernel's ephemeral ports from 32768), so no
-Ray port of a controller is ever reachable from a sandbox."""
+RELAY_PORTS = tuple(range(20100, 20132))
+"""The controller ports a native harness's relay may listen on (one per attempt a
+controller runs at once); the NetworkPolicies of ``k8s/base/harness-relay.yaml`` allow
+sandbox pods labelled ``dataspace.io/native-harness`` exactly these ports of the controller
+pods, listed one by one rather than as a range with ``endPort``, which some CNIs ignore
+(they would open the first port alone). They lie outside every range Ray listens in
+(worker ports 10002-19999, the kernel's ephemeral ports from 32768), so no Ray port of a
+controller is ever reachable from a sandbox."""
 
 
 class PodFailedError(SandboxError):
@@ -96,8 +98,9 @@ class KubernetesOptions:
             set by ``k8s/base/raycluster.yaml``).
         relay_bind: where those relays listen on the controller; default
             ``relay_address``.
-        relay_ports: the inclusive port range the relays listen in; it must be the range
-            the NetworkPolicies allow (``k8s/base/harness-relay.yaml``).
+        relay_ports: the ports the relays listen on, a list (``[20100, 20101]``) or a
+            range ``"20100-20131"``; they must be the ports the NetworkPolicies list
+            (``k8s/base/harness-relay.yaml``).
     """
 
     namespace: str = DEFAULT_NAMESPACE
@@ -136,7 +139,7 @@ class KubernetesOptions:
     path: str = BASE_PATH
     relay_address: str | None = None
     relay_bind: str | None = None
-    relay_ports: tuple[int, int] = RELAY_PORTS
+    relay_ports: tuple[int, ...] = RELAY_PORTS
 
     def __post_init__(self) -> None:
         if self.max_pending < 1 or self.max_deleting < 1:
@@ -149,9 +152,16 @@ class KubernetesOptions:
             raise ValueError(f"slots must be auto, ray or thread, got {self.slots!r}")
         if self.tmp_medium not in ("", "Memory"):
             raise ValueError(f"tmp_medium must be '' or 'Memory', got {self.tmp_medium!r}")
-        lo, hi = self.relay_ports
-        if not 0 < lo <= hi < 65536:
-            raise ValueError(f"relay_ports must be a range [low, high] of ports, got {lo}-{hi}")
+        ports = self.relay_ports
+        if (
+            not ports
+            or not all(isinstance(p, int) and 0 < p < 65536 for p in ports)
+            or len(set(ports)) != len(ports)
+        ):
+            raise ValueError(
+                f"relay_ports must be distinct ports (a list, or a range like "
+                f'"20100-20131"), got {ports!r}'
+            )
         if self.workspace_volume is not None and not self.workspace_cache_dir:
             raise ValueError(
                 "workspace_volume needs workspace_cache_dir (where the "
@@ -172,6 +182,9 @@ class KubernetesOptions:
         for key in ("tolerations", "image_pull_secrets", "relay_ports"):
             if key in values and values[key] is not None:
                 values[key] = tuple(values[key])
+        ports = options.get("relay_ports")
+        if isinstance(ports, str):
+            values["relay_ports"] = _port_range(ports)
         try:
             return cls(**values)
         except (TypeError, ValueError) as exc:
@@ -196,6 +209,22 @@ class KubernetesOptions:
     def retries(self) -> Retries:
         """How long transient API failures are retried (``api_retry_window``)."""
         return Retries(backoff=self.backoff, window=self.api_retry_window)
+
+
+def _port_range(text: str) -> tuple[int, ...]:
+    """``"20100-20131"`` as its ports (a ConfigError when it is not a range).
+
+    >>> _port_range("20100-20102")
+    (20100, 20101, 20102)
+    """
+    lo, sep, hi = text.partition("-")
+    try:
+        ports = tuple(range(int(lo), int(hi) + 1)) if sep else (int(lo),)
+    except ValueError:
+        raise ConfigError(
+            f'kubernetes sandbox backend: relay_ports {text!r} is not a range like "20100-20131"'
+        ) from None
+    return ports
 
 
 __all__ = [

@@ -114,6 +114,8 @@ class PodNetwork:
         controller_namespace: the controller pod's namespace.
         controller_labels: the controller pod's labels.
         controller_host: where the controller's listeners are on this host.
+        end_port: the CNI honours ``endPort``; False: a CNI that ignores it (a rule with
+            a port range opens its first port alone, as such CNIs do).
     """
 
     policies: tuple[Mapping[str, Any], ...]
@@ -123,6 +125,7 @@ class PodNetwork:
         default_factory=lambda: {"app.kubernetes.io/component": "controller"}
     )
     controller_host: str = "127.0.0.1"
+    end_port: bool = True
 
     def allowed_ports(self, namespace: str, labels: Mapping[str, str]) -> set[int]:
         """TCP ports of the controller a pod may connect to.
@@ -137,13 +140,13 @@ class PodNetwork:
         out: set[int] = set()
         for rule in egress:
             if _peer_matches(rule.get("to"), namespace, peer_ns, peer, self.controller_address):
-                out |= _rule_ports(rule)
+                out |= _rule_ports(rule, self.end_port)
         ingress = self._rules("Ingress", peer_ns, peer)
         if ingress is not None:
             inbound: set[int] = set()
             for rule in ingress:
                 if _peer_matches(rule.get("from"), peer_ns, namespace, labels, None):
-                    inbound |= _rule_ports(rule)
+                    inbound |= _rule_ports(rule, self.end_port)
             out &= inbound
         return out
 
@@ -209,7 +212,7 @@ def _peer_matches(
     return False
 
 
-def _rule_ports(rule: Mapping[str, Any]) -> set[int]:
+def _rule_ports(rule: Mapping[str, Any], end_port: bool = True) -> set[int]:
     ports = rule.get("ports")
     if not ports:
         raise ValueError("fake CNI: a rule without ports (every port) is not supported")
@@ -219,7 +222,8 @@ def _rule_ports(rule: Mapping[str, Any]) -> set[int]:
             continue
         if not isinstance(p.get("port"), int):
             raise ValueError(f"fake CNI: named or missing port in {p}")
-        out |= set(range(p["port"], int(p.get("endPort", p["port"])) + 1))
+        last = int(p.get("endPort", p["port"])) if end_port else p["port"]
+        out |= set(range(p["port"], last + 1))
     return out
 
 
