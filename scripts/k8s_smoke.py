@@ -8,6 +8,7 @@ cluster of a kubeconfig context. Without one the suite is skipped with the reaso
 
     .venv/bin/python scripts/k8s_smoke.py --context kind-dataspace --image dataspace/runtime:dev
     .venv/bin/python scripts/k8s_smoke.py --fake      # the same code paths on the loopback fake
+    .venv/bin/python scripts/k8s_smoke.py --fake -- -k isolation   # extra pytest arguments
 
 How to point it at kind, k3d, minikube or a cloud cluster: k8s/README.md, "Smoke test on a
 real cluster". Exit code: pytest's (0 passed, 5 nothing ran).
