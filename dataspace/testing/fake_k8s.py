@@ -262,7 +262,8 @@ def _api_target(
     if parts[:2] != ["api", "v1"] or len(parts) < 3:
         return None
     if parts[2] == "nodes":
-        return ["list" if len(parts) == 3 else "get"], "nodes", None, (parts[3:4] or [None])[0]
+        name = parts[3] if len(parts) > 3 else None
+        return ["list" if name is None else "get"], "nodes", None, name
     if parts[2] != "namespaces" or len(parts) < 4:
         return None
     if len(parts) == 4:
@@ -443,12 +444,14 @@ class FakeKubernetes:
         server.server_close()
         out.cut()
 
+        handler = out.handler
+
         def back() -> None:
             time.sleep(refused)
             out.unavailable_until = time.monotonic() + unavailable
             if not self._closed:
                 self._server, self._thread = LoopbackHTTPServer.serve(
-                    out.handler, name="fake-k8s", port=port
+                    handler, name="fake-k8s", port=port
                 )
             time.sleep(unavailable)
             out.over.set()

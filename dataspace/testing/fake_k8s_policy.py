@@ -316,7 +316,7 @@ class AdmissionPolicies:
             policy = self.policies.get(spec["policyName"])
             if policy is None or not _matches_pod_create(policy):
                 continue
-            activation: dict[str, Any] = {"object": celpy.json_to_cel(copy.deepcopy(pod))}
+            activation: dict[str, Any] = {"object": celpy.json_to_cel(copy.deepcopy(dict(pod)))}
             variables: dict[Any, Any] = {}
             for var in policy["spec"].get("variables") or []:
                 activation["variables"] = celpy.celtypes.MapType(variables)
@@ -448,7 +448,7 @@ class ApiPolicy:
             nodes: the cluster's Node objects (default: ``NODE`` alone).
         """
         docs = [d for d in docs if d]
-        namespaces = {"default": {}, "kube-system": {}}
+        namespaces: dict[str, dict[str, str]] = {"default": {}, "kube-system": {}}
         for d in docs:
             if d.get("kind") == "Namespace":
                 namespaces[d["metadata"]["name"]] = dict(d["metadata"].get("labels") or {})
