@@ -65,6 +65,13 @@ retries raise ``PodFailedError`` (a ``SandboxError``, so the attempt is retried 
 infrastructure failure, labelled with ``code``). OOMKilled and evictions for exceeding the
 pod's own storage limits end commands with status ``resource_limit``; the wall clock and
 ``activeDeadlineSeconds`` end them with ``deadline``: those are the agent's outcomes.
+API refusals are named by cause (``_k8s_api.refusal_cause``): a full ResourceQuota is
+capacity, the creation waits for room (``quota_timeout``; ``quota`` when the pod alone can
+never fit); Pod Security and admission refusals are bad specs (``pod_security``,
+``admission``); only other 403s get the RBAC hint. Connection errors and 5xx answers are
+retried for ``api_retry_window`` seconds (an API server restart drains for about a
+minute). ``preflight_checks`` tells what an attempt's pod will meet without running one
+(``_k8s_preflight.py``).
 """
 
 from __future__ import annotations
