@@ -234,8 +234,11 @@ class KubernetesBackend:
             )
         except ConfigError as exc:
             return [ClusterCheck(key="pod", ok=False, message=str(exc))]
-        api = kube_api(opts.client_settings, Retries(backoff=opts.backoff))
-        return cluster_checks(api, opts, manifest)
+        return cluster_checks(self._preflight_api(), opts, manifest)
+
+    def _preflight_api(self) -> KubeApi:
+        """A client whose calls get ``api_retries`` tries, without the retry window."""
+        return kube_api(self.options.client_settings, Retries(backoff=self.options.backoff))
 
     def pods(self, labels: Mapping[str, str] | None = None) -> list[dict[str, Any]]:
         """The sandbox pods in the namespace matching ``labels`` (all when None)."""
@@ -246,9 +249,11 @@ class KubernetesBackend:
 
         Raises:
             ConfigError: no cluster configuration could be loaded.
-            ApiCallError: the API is unreachable or refuses the call (after its retries).
+            ApiCallError: the API is unreachable or refuses the call (after
+                ``api_retries`` tries: preflight does not wait out the retry window).
         """
-        pods = self.pods()
+        opts = self.options
+        pods = self._preflight_api().list_pods(opts.namespace, selector({}))
         return (
             f"Kubernetes API reachable, namespace {self.options.namespace}: "
             f"{len(pods)} sandbox pods now"
