@@ -391,7 +391,8 @@ class KubernetesSandbox:
         created = self._create_pod()
         self._created = True
         self._timings["create_call"] = time.monotonic() - t0
-        end = t0 + opts.ready_timeout
+        # a wait for quota room is not time the pod took to become ready
+        end = t0 + opts.ready_timeout + self._timings.get("quota_wait", 0.0)
         rv = (created.get("metadata") or {}).get("resourceVersion")
         state = classify_pod(created)
         staged = opts.workspace_volume is None
