@@ -167,6 +167,8 @@ def print_outcome(outcome: Any, *, started: float | None = None) -> None:
     print(
         f"wall time {s['wall_seconds']:.1f} s over {len(s.get('invocations') or [1])} invocation(s)"
     )
+    if outcome.swept:
+        print(f"leftover sandboxes of this run deleted: {outcome.swept}")
     print(f"results: {store.url_for(layout.key('results.parquet'))}")
     for p in paths:
         print(f"report:  {p}")

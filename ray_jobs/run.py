@@ -161,20 +161,10 @@ def main(argv: list[str] | None = None) -> int:
                 flush=True,
             )
 
-        outcome = execute_run(spec, progress=progress)
-        swept = sweep_leftovers(spec) if cfg.sweep else 0
-        return report(outcome, swept)
+        outcome = execute_run(spec, progress=progress, sweep=cfg.sweep)
+        return report(outcome, outcome.swept)
 
     return run_main(body)
-
-
-def sweep_leftovers(spec: Any) -> int:
-    """Delete sandbox pods of this run that outlived it (kubernetes backend only)."""
-    if spec.sandbox.backend != "kubernetes":
-        return 0
-    from dataspace.sandbox.kubernetes import KubernetesBackend
-
-    return KubernetesBackend(**dict(spec.sandbox.options)).sweep({"run": spec.run_id})
 
 
 def report(outcome: Any, swept: int) -> int:

@@ -41,7 +41,13 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from dataspace.errors import ConfigError, InfrastructureError, NotFoundError, SpecChangedError
+from dataspace.errors import (
+    ConfigError,
+    DataSpaceError,
+    InfrastructureError,
+    NotFoundError,
+    SpecChangedError,
+)
 from dataspace.release import Release
 from dataspace.runs.attempt import AttemptRequest, infra_record, run_attempt
 from dataspace.runs.keys import controller_keys, start_key_holder, stop_key_holder
@@ -85,6 +91,8 @@ class RunOutcome:
         stopped_for_spend: the spend limit stopped scheduling.
         interrupted: Ctrl-C or SIGTERM ended the run early.
         preflight: the preflight report (None when nothing was pending).
+        swept: leftover sandboxes of this run deleted at its start and end (pods of a
+            crashed controller or of an API outage that outlived their attempt).
     """
 
     run_id: str
@@ -98,6 +106,7 @@ class RunOutcome:
     stopped_for_spend: bool = False
     interrupted: bool = False
     preflight: Any = None
+    swept: int = 0
 
     @property
     def unfinished(self) -> list[ResultRow]:
@@ -158,6 +167,7 @@ def execute_run(
     ray_init: dict[str, Any] | None = None,
     preflight: bool = True,
     status_interval: float = STATUS_INTERVAL,
+    sweep: bool = True,
 ) -> RunOutcome:
     """Run (or resume) every attempt of ``spec`` and write results and summary.
 
@@ -169,6 +179,8 @@ def execute_run(
         ray_init: extra keyword arguments for ``ray.init`` when Ray is not yet running.
         preflight: run the preflight checks before anything is recorded.
         status_interval: seconds between rewrites of the partial results.
+        sweep: delete this run's leftover sandboxes (by its ``run`` label) before the
+            attempts start and after the last one ended, when none of them is in flight.
 
     Raises:
         ConfigError: bad spec, changed spec (``SpecChangedError``) or failed preflight
@@ -250,12 +262,17 @@ def execute_run(
         scored_tasks=len(counts.scored),
         tasks=len(counts.tasks),
     )
+    swept = 0
     try:
         if pending:
+            swept += sweep_run(spec) if sweep else 0
             run.fan_out(pending, ray_init or {})
     except KeyboardInterrupt:
         run.interrupted = True
         logger.warning("run %s interrupted; finished attempts are kept", spec.run_id)
+    finally:
+        if pending and sweep:
+            swept += sweep_run(spec)
     all_rows, summary = run.write(partial=run.interrupted)
     return RunOutcome(
         run_id=spec.run_id,
@@ -269,7 +286,29 @@ def execute_run(
         stopped_for_spend=run.stopped_for_spend,
         interrupted=run.interrupted,
         preflight=report,
+        swept=swept,
     )
+
+
+def sweep_run(spec: RunSpec) -> int:
+    """Delete the run's sandboxes that outlived their attempts (by the ``run`` label).
+
+    Called when none of the run's attempts is in flight (before the first, after the
+    last), so everything it finds is a leftover: of a crashed controller, of an attempt
+    whose close failed during an API outage. A sweep that fails is logged, not raised:
+    the next start or end of the run sweeps again.
+    """
+    from dataspace.sandbox import get_backend
+
+    try:
+        backend = get_backend(spec.sandbox.backend, **dict(spec.sandbox.options))
+        count = backend.sweep({"run": spec.run_id})
+    except DataSpaceError as exc:
+        logger.warning("run %s: sweeping leftover sandboxes failed: %s", spec.run_id, exc)
+        return 0
+    if count:
+        logger.warning("run %s: deleted %d leftover sandboxes", spec.run_id, count)
+    return count
 
 
 def _runtime_identity(spec: RunSpec) -> dict[str, Any]:

@@ -4,8 +4,10 @@
 ``dataspace doctor SPEC``): each agent's harness and settings, its key variable, one
 minimal metered call to its endpoint with its model id, its prices, the sandbox backend
 and image, the local workbench (its manifest complete, its tools there), the release, the
-store (written and deleted), on a resumed run the sandbox runtime it recorded, and the Ray
-address (a bounded check that a Ray head answers). ``check_machine`` (``dataspace
+store (written and deleted), on a resumed run the sandbox runtime it recorded, on a cluster
+backend what an attempt's pod will meet (its namespace, a server-side dry run of the exact
+pod, its image, whether it fits a node), and the Ray address (a bounded check that a Ray
+head answers). ``check_machine`` (``dataspace
 doctor``) checks this host: a local sandbox starts, runs a command and has no network;
 the workbench and its tools; native harness binaries.
 
@@ -164,7 +166,11 @@ def check_spec(
         if call_models and key_check.ok and ident not in called:
             called.add(ident)
             add(_check_endpoint(probed, where, wire=wire))
-    add(_timed("sandbox", lambda: _check_sandbox(spec)))
+    sandbox = _timed("sandbox", lambda: _check_sandbox(spec))
+    add(sandbox)
+    if sandbox.ok:
+        for check in _check_sandbox_pod(spec):
+            add(check)
     relay = _check_relay_address(spec)
     if relay is not None:
         add(relay)
@@ -446,6 +452,38 @@ def _check_sandbox(spec: RunSpec) -> str | tuple[str, bool]:
     if spec.sandbox.image and name == "local":
         return (f"local backend ready (it does not use sandbox.image {spec.sandbox.image!r})", True)
     return f"{name} backend ready"
+
+
+def _check_sandbox_pod(spec: RunSpec) -> list[Check]:
+    """What an attempt's sandbox will meet, from a backend that can tell without running one.
+
+    The kubernetes backend: its namespace, a dry run of the exact pod, its image and
+    whether its requests fit a node (``sandbox.namespace``, ``sandbox.pod``,
+    ``sandbox.volume``, ``sandbox.image``, ``sandbox.resources``).
+    """
+    from dataspace.sandbox import get_backend
+
+    backend = get_backend(spec.sandbox.backend, **dict(spec.sandbox.options))
+    checks = getattr(backend, "preflight_checks", None)
+    if not callable(checks):
+        return []
+    labels = {"run": spec.run_id, "agent": spec.agents[0].name if spec.agents else "preflight"}
+    t0 = time.monotonic()
+    try:
+        found = checks(image=spec.sandbox.image, limits=spec.limits.for_sandbox(), labels=labels)
+    except DataSpaceError as exc:
+        return [Check(key="sandbox.pod", ok=False, message=_strip(str(exc)))]
+    seconds = time.monotonic() - t0
+    return [
+        Check(
+            key=f"sandbox.{c.key}",
+            ok=c.ok,
+            warning=c.warning,
+            message=_strip(c.message),
+            seconds=seconds,
+        )
+        for c in found
+    ]
 
 
 def _check_relay_address(spec: RunSpec) -> Check | None:

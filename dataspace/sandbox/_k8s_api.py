@@ -4,20 +4,24 @@ Calls: pods create / get / list / watch / delete, events list, and exec (a webso
 the API server). Bodies are read as plain JSON (``_preload_content=False``): the
 controller only needs a few status fields and skipping the client's model classes keeps
 its memory per live sandbox small. Throttling (429), 5xx answers and connection errors are
-retried with bounded full-jitter backoff; anything else is raised at once.
+retried with full-jitter backoff for a stated window (``Retries``: an API server restart
+drains for about a minute); anything else is raised at once, its cause named from the
+answer (``refusal_cause``: a quota, Pod Security, an admission policy or RBAC).
 """
 
 from __future__ import annotations
 
 import json
 import logging
+import random
 import threading
+import time
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
 from dataspace.errors import ConfigError, SandboxError
-from dataspace.store.retry import Backoff, call_with_backoff
+from dataspace.store.retry import Backoff, backoff_delay
 
 logger = logging.getLogger(__name__)
 
@@ -33,12 +37,116 @@ class ApiCallError(SandboxError):
     Attributes:
         status: the HTTP status (0 when no answer came back).
         reason: the API's ``reason`` (``NotFound``, ``AlreadyExists``, ``Forbidden``, ...).
+        cause: what refused a request, read from the answer (``refusal_cause``):
+            ``quota``, ``pod_security``, ``admission``, ``rbac`` or ``""``.
+        detail: the API's own message.
     """
 
-    def __init__(self, message: str, *, status: int, reason: str = "") -> None:
+    def __init__(
+        self, message: str, *, status: int, reason: str = "", cause: str = "", detail: str = ""
+    ) -> None:
         self.status = status
         self.reason = reason
+        self.cause = cause
+        self.detail = detail
         super().__init__(message)
+
+
+REFUSAL_HINTS = {
+    "quota": " (the namespace's ResourceQuota is full: k8s/base/resourcequota.yaml)",
+    "pod_security": (
+        " (the pod breaks the namespace's Pod Security level: a bad sandbox spec; keep the "
+        "sandbox options' defaults or relax pod-security.kubernetes.io/enforce)"
+    ),
+    "admission": (
+        " (an admission policy refused the pod: a bad sandbox spec; see "
+        "k8s/base/sandbox-admission-policy.yaml)"
+    ),
+    "rbac": " (check the controller's RBAC: k8s/base/rbac.yaml)",
+}
+"""What to do about each refusal cause, appended to the error."""
+
+
+def refusal_cause(status: int, message: str) -> str:
+    """What refused a request, from its status and the API's message.
+
+    >>> refusal_cause(403, 'pods "p" is forbidden: exceeded quota: sandboxes, requested: pods=1')
+    'quota'
+    >>> refusal_cause(403, 'pods "p" is forbidden: violates PodSecurity "restricted:latest": x')
+    'pod_security'
+    >>> refusal_cause(403, 'pods is forbidden: User "u" cannot list resource "pods" ...')
+    'rbac'
+    >>> refusal_cause(404, 'namespaces "x" not found')
+    ''
+    """
+    if status not in (401, 403, 422):
+        return ""
+    if "exceeded quota:" in message:
+        return "quota"
+    if "violates PodSecurity" in message:
+        return "pod_security"
+    if "ValidatingAdmissionPolicy" in message or "admission webhook" in message:
+        return "admission"
+    if status == 403:
+        return "rbac"
+    return ""
+
+
+def quota_never_fits(message: str) -> str:
+    """What a pod alone asks beyond a quota's limits, from a quota refusal ('' if nothing).
+
+    Such a pod can never be admitted, however many others end.
+
+    >>> quota_never_fits("exceeded quota: q, requested: limits.cpu=8,pods=1, "
+    ...                  "used: limits.cpu=0,pods=1, limited: limits.cpu=4,pods=1")
+    'limits.cpu=8 > 4'
+    >>> quota_never_fits("exceeded quota: q, requested: pods=1, used: pods=1, limited: pods=1")
+    ''
+    """
+    import re
+
+    from dataspace.sandbox._k8s_pod import parse_quantity
+
+    m = re.search(r"requested: (.*?), used: (.*?), limited: (.*)$", message.strip())
+    if not m:
+        return ""
+
+    def values(text: str) -> dict[str, str]:
+        return dict(p.split("=", 1) for p in text.split(",") if "=" in p)
+
+    asked, limited = values(m.group(1)), values(m.group(3))
+    try:
+        over = [
+            f"{k}={v} > {limited[k]}"
+            for k, v in asked.items()
+            if k in limited and parse_quantity(v) > parse_quantity(limited[k])
+        ]
+    except (ValueError, ZeroDivisionError):
+        return ""
+    return ", ".join(over)
+
+
+@dataclass(frozen=True, kw_only=True)
+class Retries:
+    """How long transient API failures (throttling, 5xx, no connection) are retried.
+
+    Attributes:
+        backoff: the delays and the least number of tries.
+        window: seconds from the first failure during which tries go on past
+            ``backoff.attempts`` (an API server restart drains for about a minute).
+    """
+
+    backoff: Backoff
+    window: float = 0.0
+
+    def again(self, tries: int, since: float) -> bool:
+        """Whether to try again after ``tries`` failed tries, the first at ``since``."""
+        return tries < self.backoff.attempts or time.monotonic() - since < self.window
+
+    def delay(self, tries: int) -> float:
+        """The full-jitter delay after ``tries`` failed tries."""
+        b = self.backoff
+        return backoff_delay(tries, base=b.base, cap=b.cap, jitter=random.random())
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -61,17 +169,17 @@ class ClientSettings:
     pool_size: int = 32
 
 
-_CLIENTS: dict[tuple[ClientSettings, Backoff], KubeApi] = {}
+_CLIENTS: dict[tuple[ClientSettings, Retries], KubeApi] = {}
 _CLIENTS_LOCK = threading.Lock()
 
 
-def kube_api(settings: ClientSettings, backoff: Backoff) -> KubeApi:
+def kube_api(settings: ClientSettings, retries: Retries) -> KubeApi:
     """The process-wide client for ``settings`` (created once, shared by every sandbox)."""
     with _CLIENTS_LOCK:
-        api = _CLIENTS.get((settings, backoff))
+        api = _CLIENTS.get((settings, retries))
         if api is None:
-            api = KubeApi(_configuration(settings), backoff=backoff)
-            _CLIENTS[(settings, backoff)] = api
+            api = KubeApi(_configuration(settings), retries=retries)
+            _CLIENTS[(settings, retries)] = api
         return api
 
 
@@ -125,13 +233,13 @@ def is_transient(exc: BaseException) -> bool:
 class KubeApi:
     """Pods, events and exec in one namespace-agnostic client."""
 
-    def __init__(self, configuration: Any, *, backoff: Backoff) -> None:
+    def __init__(self, configuration: Any, *, retries: Retries) -> None:
         from kubernetes import client
 
         self.configuration = configuration
         self.api_client = client.ApiClient(configuration)
         self.core = client.CoreV1Api(self.api_client)
-        self.backoff = backoff
+        self.retries = retries
 
     # ---- plumbing -----------------------------------------------------------------------
 
@@ -151,13 +259,20 @@ class KubeApi:
         return json.loads(data) if data else {}
 
     def call(self, describe: str, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
-        """``_once`` with retries of transient failures."""
-        return call_with_backoff(
-            lambda: self._once(describe, fn, *args, **kwargs),
-            policy=self.backoff,
-            describe=describe,
-            transient=is_transient,
-        )
+        """``_once`` with retries of transient failures (for ``retries.window`` at least)."""
+        tries, since = 0, time.monotonic()
+        while True:
+            try:
+                return self._once(describe, fn, *args, **kwargs)
+            except ApiCallError as exc:
+                tries += 1
+                if not is_transient(exc) or not self.retries.again(tries, since):
+                    raise
+                delay = self.retries.delay(tries)
+                logger.warning(
+                    "%s failed (%s), try %d, retrying in %.2fs", describe, exc, tries, delay
+                )
+                time.sleep(delay)
 
     # ---- pods ---------------------------------------------------------------------------
 
@@ -167,6 +282,34 @@ class KubeApi:
         return self._once(
             f"create pod {namespace}/{name}", self.core.create_namespaced_pod, namespace, manifest
         )
+
+    def dry_run_pod(self, namespace: str, manifest: Mapping[str, Any]) -> dict[str, Any]:
+        """POST one pod with ``dryRun=All``: every admission check, nothing created."""
+        name = manifest["metadata"]["name"]
+        return self.call(
+            f"dry-run create pod {namespace}/{name}",
+            self.core.create_namespaced_pod,
+            namespace,
+            manifest,
+            dry_run="All",
+        )
+
+    def read_namespace(self, namespace: str) -> dict[str, Any]:
+        """The Namespace object (``ApiCallError`` 404 when it does not exist)."""
+        return self.call(f"read namespace {namespace}", self.core.read_namespace, namespace)
+
+    def read_claim(self, namespace: str, name: str) -> dict[str, Any]:
+        """A PersistentVolumeClaim (``ApiCallError`` 404 when it does not exist)."""
+        return self.call(
+            f"read persistentvolumeclaim {namespace}/{name}",
+            self.core.read_namespaced_persistent_volume_claim,
+            name,
+            namespace,
+        )
+
+    def list_nodes(self) -> list[dict[str, Any]]:
+        """Every Node of the cluster."""
+        return list(self.call("list nodes", self.core.list_node).get("items") or [])
 
     def get_pod(self, namespace: str, name: str) -> dict[str, Any] | None:
         """The pod, or None when it does not exist."""
@@ -321,11 +464,20 @@ def _api_error(describe: str, exc: Any) -> ApiCallError:
         message = str(body.get("message") or "")
     except (ValueError, TypeError):
         message = str(exc.body or "")[:300]
-    hint = ""
-    if status == 403:
-        hint = " (check the controller's RBAC: k8s/base/rbac.yaml)"
+    cause = refusal_cause(status, message)
+    hint = REFUSAL_HINTS.get(cause, "")
     text = f"{describe}: HTTP {status} {reason}{': ' + message if message else ''}{hint}"
-    return ApiCallError(text, status=status, reason=reason)
+    return ApiCallError(text, status=status, reason=reason, cause=cause, detail=message)
 
 
-__all__ = ["ApiCallError", "ClientSettings", "KubeApi", "is_transient", "kube_api"]
+__all__ = [
+    "REFUSAL_HINTS",
+    "ApiCallError",
+    "ClientSettings",
+    "KubeApi",
+    "Retries",
+    "is_transient",
+    "kube_api",
+    "quota_never_fits",
+    "refusal_cause",
+]

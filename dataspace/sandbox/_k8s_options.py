@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from dataspace.errors import ConfigError, SandboxError
-from dataspace.sandbox._k8s_api import ClientSettings
+from dataspace.sandbox._k8s_api import ClientSettings, Retries
 from dataspace.store.retry import Backoff
 
 DEFAULT_IMAGE = "ghcr.io/dataspace-bench/runtime:1.0.0"
@@ -16,12 +16,14 @@ DEFAULT_NAMESPACE = "dataspace-sandboxes"
 BASE_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 UID_BASE = 200_000
 UID_SPAN = 100_000
-RELAY_PORTS = (20100, 20199)
-"""The controller ports a native harness's relay may listen on; the NetworkPolicies of
-``k8s/base/harness-relay.yaml`` allow sandbox pods labelled ``dataspace.io/native-harness``
-exactly this range of the controller pods, and nothing else. It lies outside every range
-Ray listens in (worker ports 10002-19999, the kernel's ephemeral ports from 32768), so no
-Ray port of a controller is ever reachable from a sandbox."""
+RELAY_PORTS = tuple(range(20100, 20132))
+"""The controller ports a native harness's relay may listen on (one per attempt a
+controller runs at once); the NetworkPolicies of ``k8s/base/harness-relay.yaml`` allow
+sandbox pods labelled ``dataspace.io/native-harness`` exactly these ports of the controller
+pods, listed one by one rather than as a range with ``endPort``, which some CNIs ignore
+(they would open the first port alone). They lie outside every range Ray listens in
+(worker ports 10002-19999, the kernel's ephemeral ports from 32768), so no Ray port of a
+controller is ever reachable from a sandbox."""
 
 
 class PodFailedError(SandboxError):
@@ -32,8 +34,10 @@ class PodFailedError(SandboxError):
             ``unschedulable_timeout``), ``pod_start_failed`` (a Warning such as
             ``FailedCreatePodSandBox`` or a missing claim past ``start_warning_timeout``),
             ``image_pull``, ``pod_evicted``, ``pod_failed``, ``pod_gone``, ``staging``,
-            ``k8s_api``, ``slots`` or ``runtime_manifest`` (the image holds no readable
-            Data Workbench Runtime manifest).
+            ``k8s_api``, ``slots``, ``runtime_manifest`` (the image holds no readable Data
+            Workbench Runtime manifest), ``quota`` (the namespace's ResourceQuota never made
+            room, or can never hold the pod), ``pod_security`` or ``admission`` (the pod is
+            refused: a bad sandbox spec).
         pod: the pod name (may be empty when creation never got that far).
         events: the pod's recent events, one per line.
     """
@@ -75,6 +79,14 @@ class KubernetesOptions:
         image_pull_policy, node_selector, tolerations, runtime_class, priority_class,
         image_pull_secrets: passed to the pod.
         api_retries: tries of each API call; api_backoff_base: first backoff delay.
+        api_retry_window: seconds during which connection errors, 5xx and 429 answers
+            are retried past ``api_retries`` (an API server restart drains for about a
+            minute); 0: ``api_retries`` alone.
+        quota_timeout: seconds a pod creation refused for the namespace's ResourceQuota
+            waits for room (retried with backoff, as capacity: not a failure) before the
+            attempt fails with ``quota``.
+        preflight_pull_timeout: seconds preflight's one-off pod may take to pull an image
+            no node holds yet.
         max_output_bytes: stdout and stderr kept per command.
         host_users: ``False`` gives each pod its own user namespace (``hostUsers: false``,
             Kubernetes 1.33+ or the ``UserNamespacesSupport`` gate); None leaves the
@@ -89,8 +101,9 @@ class KubernetesOptions:
             set by ``k8s/base/raycluster.yaml``).
         relay_bind: where those relays listen on the controller; default
             ``relay_address``.
-        relay_ports: the inclusive port range the relays listen in; it must be the range
-            the NetworkPolicies allow (``k8s/base/harness-relay.yaml``).
+        relay_ports: the ports the relays listen on, a list (``[20100, 20101]``) or a
+            range ``"20100-20131"``; they must be the ports the NetworkPolicies list
+            (``k8s/base/harness-relay.yaml``).
         settle_timeout: seconds the pod is read again after a broken exec until its phase
             settles (the kubelet kills containers first and reports the phase later).
         start_warning_timeout: seconds a not-ready pod may show a Warning as its newest
@@ -126,6 +139,9 @@ class KubernetesOptions:
     image_pull_secrets: Sequence[str] = ()
     api_retries: int = 5
     api_backoff_base: float = 0.2
+    api_retry_window: float = 120.0
+    quota_timeout: float = 6 * 3600.0
+    preflight_pull_timeout: float = 120.0
     max_output_bytes: int = 8 * 1024**2
     host_users: bool | None = None
     seccomp_profile: str | None = None
@@ -133,7 +149,7 @@ class KubernetesOptions:
     path: str = BASE_PATH
     relay_address: str | None = None
     relay_bind: str | None = None
-    relay_ports: tuple[int, int] = RELAY_PORTS
+    relay_ports: tuple[int, ...] = RELAY_PORTS
     settle_timeout: float = 15.0
     start_warning_timeout: float = 10.0
     unschedulable_timeout: float = 60.0
@@ -143,13 +159,22 @@ class KubernetesOptions:
             raise ValueError("max_pending and max_deleting must be at least 1")
         if self.ready_timeout <= 0:
             raise ValueError("ready_timeout must be positive")
+        if self.api_retry_window < 0 or self.quota_timeout < 0:
+            raise ValueError("api_retry_window and quota_timeout must not be negative")
         if self.slots not in ("auto", "ray", "thread"):
             raise ValueError(f"slots must be auto, ray or thread, got {self.slots!r}")
         if self.tmp_medium not in ("", "Memory"):
             raise ValueError(f"tmp_medium must be '' or 'Memory', got {self.tmp_medium!r}")
-        lo, hi = self.relay_ports
-        if not 0 < lo <= hi < 65536:
-            raise ValueError(f"relay_ports must be a range [low, high] of ports, got {lo}-{hi}")
+        ports = self.relay_ports
+        if (
+            not ports
+            or not all(isinstance(p, int) and 0 < p < 65536 for p in ports)
+            or len(set(ports)) != len(ports)
+        ):
+            raise ValueError(
+                f"relay_ports must be distinct ports (a list, or a range like "
+                f'"20100-20131"), got {ports!r}'
+            )
         if self.workspace_volume is not None and not self.workspace_cache_dir:
             raise ValueError(
                 "workspace_volume needs workspace_cache_dir (where the "
@@ -170,6 +195,9 @@ class KubernetesOptions:
         for key in ("tolerations", "image_pull_secrets", "relay_ports"):
             if key in values and values[key] is not None:
                 values[key] = tuple(values[key])
+        ports = options.get("relay_ports")
+        if isinstance(ports, str):
+            values["relay_ports"] = _port_range(ports)
         try:
             return cls(**values)
         except (TypeError, ValueError) as exc:
@@ -189,6 +217,27 @@ class KubernetesOptions:
     def backoff(self) -> Backoff:
         """Retry policy of API calls."""
         return Backoff(attempts=self.api_retries, base=self.api_backoff_base, cap=5.0)
+
+    @property
+    def retries(self) -> Retries:
+        """How long transient API failures are retried (``api_retry_window``)."""
+        return Retries(backoff=self.backoff, window=self.api_retry_window)
+
+
+def _port_range(text: str) -> tuple[int, ...]:
+    """``"20100-20131"`` as its ports (a ConfigError when it is not a range).
+
+    >>> _port_range("20100-20102")
+    (20100, 20101, 20102)
+    """
+    lo, sep, hi = text.partition("-")
+    try:
+        ports = tuple(range(int(lo), int(hi) + 1)) if sep else (int(lo),)
+    except ValueError:
+        raise ConfigError(
+            f'kubernetes sandbox backend: relay_ports {text!r} is not a range like "20100-20131"'
+        ) from None
+    return ports
 
 
 __all__ = [

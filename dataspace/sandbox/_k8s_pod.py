@@ -12,6 +12,7 @@ import json
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from fractions import Fraction
 from typing import Any, Literal
 
 from dataspace.sandbox.base import OUTPUT_DIR, TMP_DIR, WORKSPACE_DIR, Limits
@@ -147,6 +148,28 @@ def bytes_quantity(size: int) -> str:
         if size >= unit and size % unit == 0:
             return f"{size // unit}{suffix}"
     return str(int(size))
+
+
+_QUANTITY_SUFFIXES: dict[str, Fraction] = {
+    **{s: Fraction(1024**i) for i, s in enumerate(("Ki", "Mi", "Gi", "Ti", "Pi", "Ei"), 1)},
+    **{s: Fraction(1000**i) for i, s in enumerate(("k", "M", "G", "T", "P", "E"), 1)},
+    "m": Fraction(1, 1000),
+    "u": Fraction(1, 10**6),
+    "n": Fraction(1, 10**9),
+}
+
+
+def parse_quantity(text: object) -> Fraction:
+    """A Kubernetes quantity as an exact number (cores for CPU, bytes for sizes).
+
+    >>> parse_quantity("500m"), parse_quantity("2Gi") == 2 * 1024**3, parse_quantity(3)
+    (Fraction(1, 2), True, Fraction(3, 1))
+    """
+    s = str(text).strip()
+    for suffix in sorted(_QUANTITY_SUFFIXES, key=len, reverse=True):
+        if s.endswith(suffix):
+            return Fraction(s[: -len(suffix)]) * _QUANTITY_SUFFIXES[suffix]
+    return Fraction(s)
 
 
 # ---- the manifest --------------------------------------------------------------------------

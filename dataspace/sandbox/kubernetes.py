@@ -70,14 +70,23 @@ retries raise ``PodFailedError`` (a ``SandboxError``, so the attempt is retried 
 infrastructure failure, labelled with ``code``). OOMKilled and evictions for exceeding the
 pod's own storage limits end commands with status ``resource_limit``; the wall clock and
 ``activeDeadlineSeconds`` end them with ``deadline``: those are the agent's outcomes.
+API refusals are named by cause (``_k8s_api.refusal_cause``): a full ResourceQuota is
+capacity, the creation waits for room (``quota_timeout``; ``quota`` when the pod alone can
+never fit); Pod Security and admission refusals are bad specs (``pod_security``,
+``admission``); only other 403s get the RBAC hint. Connection errors and 5xx answers are
+retried for ``api_retry_window`` seconds (an API server restart drains for about a
+minute). ``preflight_checks`` tells what an attempt's pod will meet without running one
+(``_k8s_preflight.py``).
 """
 
 from __future__ import annotations
 
 import dataclasses
 import errno
+import itertools
 import logging
 import os
+import random
 import secrets
 import socket
 import threading
@@ -87,7 +96,14 @@ from pathlib import Path
 from typing import Any
 
 from dataspace.errors import ConfigError, SandboxClosedError, SandboxError
-from dataspace.sandbox._k8s_api import ApiCallError, KubeApi, is_transient, kube_api
+from dataspace.sandbox._k8s_api import (
+    ApiCallError,
+    KubeApi,
+    Retries,
+    is_transient,
+    kube_api,
+    quota_never_fits,
+)
 from dataspace.sandbox._k8s_exec import ExecLostError, HelperReply, helper_argv, run_helper
 from dataspace.sandbox._k8s_limits import Slots, SlotTimeoutError, default_slots
 from dataspace.sandbox._k8s_options import (
@@ -117,6 +133,7 @@ from dataspace.sandbox._k8s_pod import (
     pod_name,
     selector,
 )
+from dataspace.sandbox._k8s_preflight import ClusterCheck, cluster_checks
 from dataspace.sandbox._k8s_staging import CachedWorkspace, WorkspaceCache, extract_outputs
 from dataspace.sandbox.base import OUTPUT_DIR, TMP_DIR, ExecResult, ExecStatus, Limits, SandboxSpec
 from dataspace.store.retry import backoff_delay
@@ -156,7 +173,7 @@ class KubernetesBackend:
     def api(self) -> KubeApi:
         """The shared API client (created on first use)."""
         if self._api is None:
-            self._api = kube_api(self.options.client_settings, self.options.backoff)
+            self._api = kube_api(self.options.client_settings, self.options.retries)
         return self._api
 
     @property
@@ -182,6 +199,58 @@ class KubernetesBackend:
         """
         return KubernetesSandbox(self, spec)
 
+    def pod_template(self, uid: int) -> PodTemplate:
+        """What every sandbox pod of this backend shares (``uid``: its sandbox user)."""
+        opts = self.options
+        return PodTemplate(
+            namespace=opts.namespace,
+            image=opts.image,
+            helper_argv=helper_argv(opts.python),
+            uid=uid,
+            deadline_grace=opts.deadline_grace,
+            tmp_medium=opts.tmp_medium,
+            image_pull_policy=opts.image_pull_policy,
+            node_selector=opts.node_selector,
+            tolerations=opts.tolerations,
+            runtime_class=opts.runtime_class,
+            priority_class=opts.priority_class,
+            image_pull_secrets=opts.image_pull_secrets,
+            host_users=opts.host_users,
+            seccomp_profile=opts.seccomp_profile,
+            extra_annotations={"dataspace.io/controller": socket.gethostname()},
+        )
+
+    def preflight_checks(
+        self, *, image: str | None, limits: Limits, labels: Mapping[str, str]
+    ) -> list[ClusterCheck]:
+        """What an attempt's pod will meet, checked without running an attempt.
+
+        The namespace exists; a server-side dry run of the exact pod an attempt creates
+        (Pod Security, admission policies, quota) and its volume claim; the image is on a
+        schedulable node or a one-off pod pulls it; the requests fit a node. API calls
+        get ``api_retries`` tries, without the run's retry window.
+        """
+        opts = self.options
+        sandbox_id = secrets.token_hex(6)
+        labels = {**labels, "task": "preflight"}
+        try:
+            manifest = pod_manifest(
+                template=self.pod_template(opts.uid if opts.uid is not None else UID_BASE),
+                name=pod_name(labels, sandbox_id),
+                sandbox_id=sandbox_id,
+                labels=labels,
+                limits=limits,
+                workspace=workspace_mount(opts, size_bytes=1024**2, sub_path=""),
+                image=image,
+            )
+        except ConfigError as exc:
+            return [ClusterCheck(key="pod", ok=False, message=str(exc))]
+        return cluster_checks(self._preflight_api(), opts, manifest)
+
+    def _preflight_api(self) -> KubeApi:
+        """A client whose calls get ``api_retries`` tries, without the retry window."""
+        return kube_api(self.options.client_settings, Retries(backoff=self.options.backoff))
+
     def pods(self, labels: Mapping[str, str] | None = None) -> list[dict[str, Any]]:
         """The sandbox pods in the namespace matching ``labels`` (all when None)."""
         return self.api.list_pods(self.options.namespace, selector(labels or {}))
@@ -191,9 +260,11 @@ class KubernetesBackend:
 
         Raises:
             ConfigError: no cluster configuration could be loaded.
-            ApiCallError: the API is unreachable or refuses the call (after its retries).
+            ApiCallError: the API is unreachable or refuses the call (after
+                ``api_retries`` tries: preflight does not wait out the retry window).
         """
-        pods = self.pods()
+        opts = self.options
+        pods = self._preflight_api().list_pods(opts.namespace, selector({}))
         return (
             f"Kubernetes API reachable, namespace {self.options.namespace}: "
             f"{len(pods)} sandbox pods now"
@@ -263,23 +334,7 @@ class KubernetesSandbox:
         started = time.monotonic()
         self._workspace = self._stage_local(spec.workspace)
         self._timings["cache"] = self._workspace.seconds
-        template = PodTemplate(
-            namespace=opts.namespace,
-            image=opts.image,
-            helper_argv=helper_argv(opts.python),
-            uid=self._uid,
-            deadline_grace=opts.deadline_grace,
-            tmp_medium=opts.tmp_medium,
-            image_pull_policy=opts.image_pull_policy,
-            node_selector=opts.node_selector,
-            tolerations=opts.tolerations,
-            runtime_class=opts.runtime_class,
-            priority_class=opts.priority_class,
-            image_pull_secrets=opts.image_pull_secrets,
-            host_users=opts.host_users,
-            seccomp_profile=opts.seccomp_profile,
-            extra_annotations={"dataspace.io/controller": socket.gethostname()},
-        )
+        template = backend.pod_template(self._uid)
         self.manifest = pod_manifest(
             template=template,
             name=self.name,
@@ -340,23 +395,8 @@ class KubernetesSandbox:
             ) from exc
 
     def _workspace_mount(self) -> VolumeWorkspace | StreamedWorkspace:
-        opts = self._opts
-        if opts.workspace_volume is None:
-            return StreamedWorkspace(
-                size_bytes=self._workspace.size_bytes, stage_timeout=opts.stage_timeout
-            )
-        pin = opts.pin_to_node
-        if pin is None:
-            pin = "hostPath" in opts.workspace_volume
-        node = (opts.node_name or os.environ.get("NODE_NAME")) if pin else None
-        if pin and not node:
-            raise ConfigError(
-                "kubernetes sandbox backend: pin_to_node needs node_name or "
-                "$NODE_NAME (the controller's node, from the downward API)"
-            )
-        return VolumeWorkspace(
-            volume=opts.workspace_volume, sub_path=self._workspace.sub_path, node=node
-        )
+        ws = self._workspace
+        return workspace_mount(self._opts, size_bytes=ws.size_bytes, sub_path=ws.sub_path)
 
     def _start(self) -> None:
         opts = self._opts
@@ -364,7 +404,8 @@ class KubernetesSandbox:
         created = self._create_pod()
         self._created = True
         self._timings["create_call"] = time.monotonic() - t0
-        end = t0 + opts.ready_timeout
+        # a wait for quota room is not time the pod took to become ready
+        end = t0 + opts.ready_timeout + self._timings.get("quota_wait", 0.0)
         rv = (created.get("metadata") or {}).get("resourceVersion")
         state = classify_pod(created)
         staged = opts.workspace_volume is None
@@ -418,15 +459,20 @@ class KubernetesSandbox:
         return workbench.manifest_identity(manifest)
 
     def _create_pod(self) -> dict[str, Any]:
-        """POST the pod; resolve lost answers (409 on our own name) and name clashes."""
-        api, policy = self._api, self._opts.backoff
+        """POST the pod; resolve lost answers (409 on our own name) and name clashes.
+
+        Transient failures are retried for the API retry window; a quota refusal waits
+        for room (``quota_timeout``) as a Pending pod waits for a node; a Pod Security or
+        admission refusal is a bad spec, named as such.
+        """
+        api, retries = self._api, self._opts.retries
         manifest = self.manifest
-        last: ApiCallError | None = None
-        for attempt in range(1, policy.attempts + 1):
+        tries, since = 0, time.monotonic()
+        quota_since, quota_tries = 0.0, 0
+        while True:
             try:
                 return api.create_pod(self._ns, manifest)
             except ApiCallError as exc:
-                last = exc
                 if exc.status == 409:
                     existing = api.get_pod(self._ns, self.name)
                     notes = ((existing or {}).get("metadata") or {}).get("annotations") or {}
@@ -438,37 +484,71 @@ class KubernetesSandbox:
                     self.manifest = manifest
                     logger.info("pod name clash; retrying as %s", self.name)
                     continue
-                if not is_transient(exc):
+                if exc.cause == "quota":
+                    quota_since = quota_since or time.monotonic()
+                    quota_tries += 1
+                    self._wait_for_quota(exc, quota_since, quota_tries)
+                    continue
+                if exc.cause in ("pod_security", "admission"):
+                    what = "Pod Security" if exc.cause == "pod_security" else "an admission policy"
                     raise PodFailedError(
-                        f"sandbox for {self._what()}: {exc}", code="k8s_api", pod=self.name
+                        f"sandbox for {self._what()}: the pod is refused by {what} (a bad "
+                        f"sandbox spec; `dataspace doctor SPEC` shows it before a run): {exc}",
+                        code=exc.cause,
+                        pod=self.name,
                     ) from exc
+                tries += 1
+                if not is_transient(exc) or not retries.again(tries, since):
+                    raise PodFailedError(
+                        f"sandbox for {self._what()}: pod creation failed: {exc}",
+                        code="k8s_api",
+                        pod=self.name,
+                    ) from exc
+                delay = retries.delay(tries)
                 logger.warning(
-                    "create pod %s failed (%s), try %d of %d",
+                    "create pod %s failed (%s), try %d, retrying in %.2fs",
                     self.name,
                     exc,
-                    attempt,
-                    policy.attempts,
+                    tries,
+                    delay,
                 )
-                time.sleep(
-                    backoff_delay(
-                        attempt,
-                        base=policy.base,
-                        cap=policy.cap,
-                        jitter=0.5 + secrets.randbelow(500) / 1000,
-                    )
-                )
-        raise PodFailedError(
-            f"sandbox for {self._what()}: pod creation failed: {last}",
-            code="k8s_api",
-            pod=self.name,
+                time.sleep(delay)
+
+    def _wait_for_quota(self, exc: ApiCallError, since: float, tries: int) -> None:
+        """Back off after a quota refusal; raise when it can never fit or waited too long."""
+        never = quota_never_fits(exc.detail)
+        if never:
+            raise PodFailedError(
+                f"sandbox for {self._what()}: the pod alone exceeds the namespace's quota "
+                f"({never}): raise the ResourceQuota (k8s/base/resourcequota.yaml) or lower "
+                f"the spec's sandbox limits: {exc.detail}",
+                code="quota",
+                pod=self.name,
+            ) from exc
+        waited = time.monotonic() - since
+        if waited >= self._opts.quota_timeout:
+            raise PodFailedError(
+                f"sandbox for {self._what()}: no room in the namespace's quota for "
+                f"{waited:.0f}s (sandbox option quota_timeout): {exc.detail}",
+                code="quota",
+                pod=self.name,
+            ) from exc
+        b = self._opts.backoff
+        delay = backoff_delay(
+            tries, base=b.base, cap=max(b.cap, 10.0), jitter=0.5 + random.random() / 2
         )
+        logger.warning(
+            "create pod %s: quota full, waiting %.1fs for room (%s)", self.name, delay, exc.detail
+        )
+        self._timings["quota_wait"] = waited + delay
+        time.sleep(delay)
 
     def _wait(
         self, wanted: tuple[str, ...], end: float, rv: str | None, state: PodState
     ) -> tuple[PodState, str | None]:
         """Watch the pod until its state is in ``wanted`` or terminal, or ``end`` passes."""
-        api, policy = self._api, self._opts.backoff
-        failures = 0
+        api, retries = self._api, self._opts.retries
+        failures, failing_since = 0, 0.0
         while True:
             left = end - time.monotonic()
             if left <= 0:
@@ -484,15 +564,16 @@ class KubernetesSandbox:
                     state = classify_pod(obj)
                     if state.kind in wanted or state.terminal or time.monotonic() >= end:
                         break
-                failures = 0
+                failures, failing_since = 0, 0.0
             except ApiCallError as exc:
                 if exc.status == 410:
                     rv = None
-                elif is_transient(exc) and failures + 1 < policy.attempts:
+                elif is_transient(exc) and retries.again(
+                    failures + 1, failing_since or time.monotonic()
+                ):
+                    failing_since = failing_since or time.monotonic()
                     failures += 1
-                    time.sleep(
-                        backoff_delay(failures, base=policy.base, cap=policy.cap, jitter=1.0)
-                    )
+                    time.sleep(retries.delay(failures))
                 else:
                     raise PodFailedError(
                         f"sandbox for {self._what()}: {exc}", code="k8s_api", pod=self.name
@@ -605,8 +686,8 @@ class KubernetesSandbox:
         stdin: bytes | Path | None = None,
     ) -> HelperReply:
         """One helper exec; handshake failures (the command never started) are retried."""
-        policy = self._opts.backoff
-        for attempt in range(1, policy.attempts + 1):
+        retries, since = self._opts.retries, time.monotonic()
+        for attempt in itertools.count(1):
             try:
                 return run_helper(
                     self._api,
@@ -620,9 +701,9 @@ class KubernetesSandbox:
                     python=self._opts.python,
                 )
             except ApiCallError as exc:
-                if not is_transient(exc) or attempt == policy.attempts:
+                if not is_transient(exc) or not retries.again(attempt, since):
                     raise
-                time.sleep(backoff_delay(attempt, base=policy.base, cap=policy.cap, jitter=1.0))
+                time.sleep(retries.delay(attempt))
         raise AssertionError("unreachable")
 
     def _pod_state(self) -> PodState:
@@ -934,6 +1015,28 @@ class KubernetesSandbox:
 
     def __exit__(self, *exc_info: object) -> None:
         self.close()
+
+
+def workspace_mount(
+    opts: KubernetesOptions, *, size_bytes: int, sub_path: str
+) -> VolumeWorkspace | StreamedWorkspace:
+    """How a pod of this backend mounts a workspace of ``size_bytes`` (cached at ``sub_path``).
+
+    Raises:
+        ConfigError: pods must be pinned to the controller's node, which is not known.
+    """
+    if opts.workspace_volume is None:
+        return StreamedWorkspace(size_bytes=size_bytes, stage_timeout=opts.stage_timeout)
+    pin = opts.pin_to_node
+    if pin is None:
+        pin = "hostPath" in opts.workspace_volume
+    node = (opts.node_name or os.environ.get("NODE_NAME")) if pin else None
+    if pin and not node:
+        raise ConfigError(
+            "kubernetes sandbox backend: pin_to_node needs node_name or "
+            "$NODE_NAME (the controller's node, from the downward API)"
+        )
+    return VolumeWorkspace(volume=opts.workspace_volume, sub_path=sub_path, node=node)
 
 
 def register() -> None:

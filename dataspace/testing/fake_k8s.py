@@ -69,6 +69,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
+from dataspace.testing.fake_k8s_policy import NODE, NODE_ALLOCATABLE, ApiPolicy, node, status
 from dataspace.testing.scripted_server import LoopbackHTTPServer
 
 logger = logging.getLogger(__name__)
@@ -86,7 +87,6 @@ RUNTIME_MANIFEST: dict[str, Any] = {
 }
 """The runtime manifest the fake's images hold by default (the shape of the real one)."""
 _WS_GUID = "258EAFA5-E914-47DA-95CA-C5AB0DC85B11"
-NODE = "fake-node-1"
 KUBELET_ENV = {
     "KUBERNETES_SERVICE_HOST": "10.96.0.1",
     "KUBERNETES_SERVICE_PORT": "443",
@@ -99,8 +99,6 @@ KUBELET_ENV = {
 }
 """What the kubelet adds to every container's environment: the API server's service,
 even with ``enableServiceLinks: false``."""
-NODE_ALLOCATABLE = {"cpu": "32", "memory": "128Gi"}
-"""The fake node's allocatable resources (room for several default-sized sandboxes)."""
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -138,6 +136,8 @@ class PodNetwork:
         controller_namespace: the controller pod's namespace.
         controller_labels: the controller pod's labels.
         controller_host: where the controller's listeners are on this host.
+        end_port: the CNI honours ``endPort``; False: a CNI that ignores it (a rule with
+            a port range opens its first port alone, as such CNIs do).
     """
 
     policies: tuple[Mapping[str, Any], ...]
@@ -147,6 +147,7 @@ class PodNetwork:
         default_factory=lambda: {"app.kubernetes.io/component": "controller"}
     )
     controller_host: str = "127.0.0.1"
+    end_port: bool = True
 
     def allowed_ports(self, namespace: str, labels: Mapping[str, str]) -> set[int]:
         """TCP ports of the controller a pod may connect to.
@@ -161,13 +162,13 @@ class PodNetwork:
         out: set[int] = set()
         for rule in egress:
             if _peer_matches(rule.get("to"), namespace, peer_ns, peer, self.controller_address):
-                out |= _rule_ports(rule)
+                out |= _rule_ports(rule, self.end_port)
         ingress = self._rules("Ingress", peer_ns, peer)
         if ingress is not None:
             inbound: set[int] = set()
             for rule in ingress:
                 if _peer_matches(rule.get("from"), peer_ns, namespace, labels, None):
-                    inbound |= _rule_ports(rule)
+                    inbound |= _rule_ports(rule, self.end_port)
             out &= inbound
         return out
 
@@ -233,7 +234,7 @@ def _peer_matches(
     return False
 
 
-def _rule_ports(rule: Mapping[str, Any]) -> set[int]:
+def _rule_ports(rule: Mapping[str, Any], end_port: bool = True) -> set[int]:
     ports = rule.get("ports")
     if not ports:
         raise ValueError("fake CNI: a rule without ports (every port) is not supported")
@@ -243,7 +244,8 @@ def _rule_ports(rule: Mapping[str, Any]) -> set[int]:
             continue
         if not isinstance(p.get("port"), int):
             raise ValueError(f"fake CNI: named or missing port in {p}")
-        out |= set(range(p["port"], int(p.get("endPort", p["port"])) + 1))
+        last = int(p.get("endPort", p["port"])) if end_port else p["port"]
+        out |= set(range(p["port"], last + 1))
     return out
 
 
@@ -254,6 +256,50 @@ class _Fault:
     status: int
     count: int
     after_effect: bool
+
+
+@dataclass
+class _Outage:
+    """An API outage in progress (see ``FakeKubernetes.outage``)."""
+
+    handler: type[BaseHTTPRequestHandler] | None = None
+    unavailable_until: float = 0.0
+    over: threading.Event = field(default_factory=threading.Event)
+    conns: set[socket.socket] = field(default_factory=set)
+    lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def cut(self) -> None:
+        """Cut every open client connection (a restarted server holds none)."""
+        with self.lock:
+            conns = list(self.conns)
+        for conn in conns:
+            with contextlib.suppress(OSError):
+                conn.shutdown(socket.SHUT_RDWR)
+
+
+def _api_target(
+    method: str, parts: list[str], query: dict[str, list[str]]
+) -> tuple[list[str], str, str | None, str | None] | None:
+    """(RBAC verbs, resource, namespace, name) of a request; None: not an API path."""
+    if parts[:2] != ["api", "v1"] or len(parts) < 3:
+        return None
+    if parts[2] == "nodes":
+        name = parts[3] if len(parts) > 3 else None
+        return ["list" if name is None else "get"], "nodes", None, name
+    if parts[2] != "namespaces" or len(parts) < 4:
+        return None
+    if len(parts) == 4:
+        return ["get"], "namespaces", parts[3], parts[3]
+    ns, resource = parts[3], parts[4]
+    name = parts[5] if len(parts) > 5 else None
+    sub = parts[6] if len(parts) > 6 else None
+    if sub == "exec":
+        return ["get", "create"], f"{resource}/exec", ns, name
+    watch = (query.get("watch") or ["false"])[0].lower() in ("true", "1")
+    verb = {"POST": "create", "DELETE": "delete"}.get(method) or (
+        "watch" if watch else "get" if name else "list"
+    )
+    return [verb], resource, ns, name
 
 
 @dataclass
@@ -345,6 +391,12 @@ class FakeKubernetes:
         self._server: LoopbackHTTPServer | None = None
         self._thread: threading.Thread | None = None
         self.url = ""
+        self.policy = ApiPolicy(
+            nodes=[
+                node(NODE, cpu=self.node_allocatable["cpu"], memory=self.node_allocatable["memory"])
+            ]
+        )
+        self._api_outage = _Outage()
 
     # ---- lifecycle ----------------------------------------------------------------------
 
@@ -363,6 +415,7 @@ class FakeKubernetes:
             server_fake = fake
 
         self._server, self._thread = LoopbackHTTPServer.serve(Handler, name="fake-k8s")
+        self._api_outage.handler = Handler
         self.url = f"http://127.0.0.1:{self._server.server_address[1]}"
 
     def close(self) -> None:
@@ -428,6 +481,176 @@ class FakeKubernetes:
         """Record an event about a pod."""
         with self._cond:
             self._add_event(namespace, name, reason, message, kind)
+
+    # ---- the API server's refusals and outages (see fake_k8s_policy) -------------------
+
+    def outage(self, refused: float, unavailable: float = 0.0) -> threading.Event:
+        """Take the API server down, as a restart does; returns at once.
+
+        For ``refused`` seconds nothing listens (connections are refused, open ones cut,
+        watches and execs included), then for ``unavailable`` seconds every request is
+        answered ``503 ServiceUnavailable`` ("the server is currently unable to handle the
+        request", a server still draining or starting), then it serves again on the same
+        port.
+
+        Returns:
+            An event set when the API serves again.
+        """
+        out = self._api_outage
+        server = self._server
+        if server is None or out.handler is None:
+            raise RuntimeError("the fake is not serving")
+        port = server.server_address[1]
+        out.over.clear()
+        server.shutdown()
+        server.server_close()
+        out.cut()
+
+        handler = out.handler
+
+        def back() -> None:
+            time.sleep(refused)
+            out.unavailable_until = time.monotonic() + unavailable
+            if not self._closed:
+                self._server, self._thread = LoopbackHTTPServer.serve(
+                    handler, name="fake-k8s", port=port
+                )
+            time.sleep(unavailable)
+            out.over.set()
+
+        threading.Thread(target=back, name="fake-k8s-outage", daemon=True).start()
+        return out.over
+
+    def _api_answer(
+        self,
+        handler: _Handler,
+        method: str,
+        path: str,
+        parts: list[str],
+        query: dict[str, list[str]],
+        body: dict[str, Any],
+    ) -> bool:
+        """Answer what the policy decides; False: the request goes on to the pod routes.
+
+        That is: an outage's 503, RBAC, namespaces, admission and quota of pod creation
+        (``dryRun=All`` included), ConfigMaps, claims and the cluster-scoped reads.
+        """
+        if time.monotonic() < self._api_outage.unavailable_until:
+            handler.reply(
+                503,
+                status(
+                    503,
+                    "ServiceUnavailable",
+                    "the server is currently unable to handle the request",
+                ),
+            )
+            return True
+        policy = self.policy
+        target = _api_target(method, parts, query)
+        if target is None:
+            return False
+        verbs, resource, ns, name = target
+        refused = policy.authorize(verbs, resource, ns, name)
+        dry_run = "All" in (query.get("dryRun") or [])
+        if refused is None and parts[:3] == ["api", "v1", "nodes"] and len(parts) == 3:
+            self.calls["list nodes"] += 1
+            items = copy.deepcopy(policy.nodes)
+            handler.reply(
+                200, {"kind": "NodeList", "apiVersion": "v1", "metadata": {}, "items": items}
+            )
+            return True
+        if refused is None and len(parts) == 4 and parts[:3] == ["api", "v1", "namespaces"]:
+            self.calls["get namespaces"] += 1
+            if not policy.exists(parts[3]):
+                handler.reply(404, status(404, "NotFound", f'namespaces "{parts[3]}" not found'))
+            else:
+                meta = {"name": parts[3], "labels": policy.labels(parts[3])}
+                handler.reply(200, {"kind": "Namespace", "apiVersion": "v1", "metadata": meta})
+            return True
+        if refused is None and method == "POST" and name is None and ns is not None:
+            refused = policy.missing_namespace(ns)
+        if refused is not None:
+            self.calls[f"{verbs[-1]} {resource}"] += 1
+            handler.reply(*refused)
+            return True
+        if resource == "persistentvolumeclaims" and method == "GET" and name and ns:
+            self.calls["get persistentvolumeclaims"] += 1
+            if name in self.claims:
+                claim = {"kind": "PersistentVolumeClaim", "apiVersion": "v1",
+                         "metadata": {"name": name, "namespace": ns},
+                         "status": {"phase": "Bound"}}  # fmt: skip
+                handler.reply(200, claim)
+            else:
+                handler.reply(
+                    404, status(404, "NotFound", f'persistentvolumeclaims "{name}" not found')
+                )
+            return True
+        if resource == "configmaps" and ns is not None and name is None:
+            self.calls[f"{verbs[0]} configmaps"] += 1
+            with policy.lock:
+                if method == "POST":
+                    handler.reply(*policy.create_configmap(ns, body, dry_run=dry_run))
+                else:
+                    items = [{"metadata": {"name": n, "namespace": ns}}
+                             for n in sorted(policy.configmaps_in(ns))]  # fmt: skip
+                    handler.reply(200, {"kind": "ConfigMapList", "apiVersion": "v1",
+                                        "metadata": {}, "items": items})  # fmt: skip
+            return True
+        if resource == "pods" and method == "POST" and name is None and ns is not None:
+            self.calls["create pods"] += 1
+            fault = self._fault(method, path)
+            if fault is not None and not fault.after_effect:
+                handler.reply(
+                    fault.status,
+                    _status(
+                        fault.status,
+                        _REASONS.get(fault.status, "InternalError"),
+                        "injected by the test",
+                    ),
+                )
+                return True
+            with policy.lock:  # the check and the create at once, as quota admission is
+                with self._cond:
+                    live = [
+                        p.obj for (pns, _), p in self._pods.items()
+                        if pns == ns and p.obj["status"]["phase"] in ("Pending", "Running")
+                    ]  # fmt: skip
+                    live = copy.deepcopy(live)
+                meta = body.setdefault("metadata", {})
+                if not meta.get("name"):
+                    code, obj = 422, _status(422, "Invalid", "metadata.name: Required value")
+                else:
+                    refused = self.policy.admit_pod(ns, body, live)
+                    if refused is not None:
+                        code, obj = refused
+                    elif dry_run:
+                        code, obj = self._dry_run_pod(ns, body)
+                    else:
+                        code, obj = self._create(ns, body)
+            if fault is not None:
+                handler.reply(
+                    fault.status,
+                    _status(
+                        fault.status,
+                        _REASONS.get(fault.status, "InternalError"),
+                        "answer lost (injected by the test)",
+                    ),
+                )
+                return True
+            handler.reply(code, obj)
+            return True
+        return False
+
+    def _dry_run_pod(self, ns: str, body: dict[str, Any]) -> tuple[int, dict[str, Any]]:
+        """What a create with ``dryRun=All`` answers: the pod as it would be, not kept."""
+        with self._cond:
+            if (ns, body["metadata"]["name"]) in self._pods:
+                name = body["metadata"]["name"]
+                return 409, _status(409, "AlreadyExists", f'pods "{name}" already exists')
+        obj = copy.deepcopy(body)
+        obj["metadata"].update(namespace=ns, uid=str(uuid.uuid4()), creationTimestamp=_now())
+        obj["status"] = {"phase": "Pending", "qosClass": "Guaranteed"}
+        return 201, obj
 
     # ---- internals: state ---------------------------------------------------------------
 
@@ -1363,6 +1586,19 @@ class _Handler(BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"
     server_fake: FakeKubernetes
 
+    def setup(self) -> None:
+        super().setup()
+        out = self.server_fake._api_outage
+        with out.lock:
+            out.conns.add(self.connection)
+
+    def finish(self) -> None:
+        out = self.server_fake._api_outage
+        with out.lock:
+            out.conns.discard(self.connection)
+        with contextlib.suppress(OSError):
+            super().finish()
+
     def log_message(self, format: str, *args: Any) -> None:
         logger.debug("fake k8s: " + format, *args)
 
@@ -1414,6 +1650,8 @@ class _Handler(BaseHTTPRequestHandler):
         length = int(self.headers.get("Content-Length") or 0)
         if length:
             body = json.loads(self.rfile.read(length) or b"{}")
+        if fake._api_answer(self, method, url.path, parts, query, body):
+            return None
         if parts[:3] != ["api", "v1", "namespaces"] or len(parts) < 5:
             return self.reply(404, _status(404, "NotFound", f"no route {url.path}"))
         ns, resource = parts[3], parts[4]

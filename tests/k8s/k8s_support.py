@@ -22,6 +22,7 @@ def make_backend(fake: FakeKubernetes, tmp_path: Path, **options: Any) -> Kubern
         "ready_timeout": 20.0,
         "slots": "thread",
         "api_backoff_base": 0.02,
+        "api_retry_window": 0.0,  # api_retries alone, unless a test gives a window
         "workspace_cache_dir": str(tmp_path / "ws-cache"),
         "path": f"{sys.prefix}/bin:{BASE_PATH}",
     }

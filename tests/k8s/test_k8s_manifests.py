@@ -354,3 +354,44 @@ def test_the_documented_seccomp_profile_is_the_local_sandboxs_deny_list() -> Non
     assert any(r["args"][0]["value"] == _seccomp.CLONE_NEWUSER for r in unshare)
     readme = (K8S / "README.md").read_text()
     assert "seccomp/dataspace-sandbox.json" in readme and "host_users" in readme
+
+
+def test_the_quota_leaves_room_for_the_configmaps_every_namespace_gets() -> None:
+    """Guards ``configmaps: "1"``, full on a fresh namespace (``kube-root-ca.crt``; and
+    distributions add their own): base and both overlays leave a few."""
+    for path in (
+        K8S / "base" / "resourcequota.yaml",
+        K8S / "overlays" / "small" / "quota.yaml",
+        K8S / "overlays" / "large" / "quota.yaml",
+    ):
+        (quota,) = load_docs(path)
+        assert int(quota["spec"]["hard"]["configmaps"]) >= 4, path
+
+
+def test_the_readme_applies_the_namespaces_before_a_server_side_dry_run() -> None:
+    """Guards the deploy steps: a server-side dry run creates no namespace, so on a fresh
+    cluster every namespaced object fails unless the namespaces exist first."""
+    readme = (K8S / "README.md").read_text()
+    commands = [ln.split("#")[0].strip() for ln in readme.splitlines() if "kubectl apply" in ln]
+    first = commands.index("kubectl apply -f k8s/base/namespaces.yaml")
+    dry = next(i for i, c in enumerate(commands) if "--dry-run=server" in c)
+    kustomize = next(i for i, c in enumerate(commands) if c.startswith("kubectl apply -k"))
+    assert first < dry and first < kustomize
+    assert {d["kind"] for d in load_docs(K8S / "base" / "namespaces.yaml")} == {"Namespace"}
+
+
+def test_preflight_reads_only_what_it_needs() -> None:
+    """The node reader grants reading nodes and nothing else; the Role reads the sandbox
+    namespace and its claims (preflight) but no Secret."""
+    docs = load_docs(K8S / "base" / "rbac.yaml")
+    cluster_role = next(d for d in docs if d["kind"] == "ClusterRole")
+    assert cluster_role["rules"] == [
+        {"apiGroups": [""], "resources": ["nodes"], "verbs": ["get", "list"]}
+    ]
+    binding = next(d for d in docs if d["kind"] == "ClusterRoleBinding")
+    assert binding["subjects"] == [
+        {"kind": "ServiceAccount", "name": "dataspace-controller", "namespace": "dataspace"}
+    ]
+    role = next(d for d in docs if d["kind"] == "Role")
+    grants = {(r, v) for rule in role["rules"] for r in rule["resources"] for v in rule["verbs"]}
+    assert {("namespaces", "get"), ("persistentvolumeclaims", "get")} <= grants

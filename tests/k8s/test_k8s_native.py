@@ -92,11 +92,11 @@ def test_the_relay_port_range_is_the_one_the_policies_open() -> None:
     """Guards the one range shared by the backend's default and the two manifests."""
     net = PodNetwork(policies=policies())
     opened = net.allowed_ports(SANDBOX_NS, {"dataspace.io/native-harness": "true"})
-    lo, hi = KubernetesOptions().relay_ports
-    assert (lo, hi) == RELAY_PORTS and opened == set(range(lo, hi + 1))
+    ports = KubernetesOptions().relay_ports
+    assert ports == RELAY_PORTS and opened == set(ports) and len(ports) >= 16
     assert net.allowed_ports(SANDBOX_NS, {}) == set()  # every other sandbox: nothing
-    # the range is outside Ray's worker ports and the kernel's ephemeral ports
-    assert lo > 19999 and hi < 32768
+    # the ports are outside Ray's worker ports and the kernel's ephemeral ports
+    assert min(ports) > 19999 and max(ports) < 32768
     # every controller pod knows the IP the sandbox pods dial (relay_address's default)
     ray = yaml.safe_load((K8S / "base" / "raycluster.yaml").read_text())
     groups = [ray["spec"]["headGroupSpec"], *ray["spec"]["workerGroupSpecs"]]
@@ -104,6 +104,23 @@ def test_the_relay_port_range_is_the_one_the_policies_open() -> None:
         for c in group["template"]["spec"]["containers"]:
             env = {e["name"]: e for e in c.get("env") or []}
             assert env["POD_IP"]["valueFrom"]["fieldRef"]["fieldPath"] == "status.podIP"
+
+
+def test_a_cni_that_ignores_end_port_still_opens_every_relay_port() -> None:
+    """Guards the policies' port list: with a range and ``endPort`` such a CNI opened the
+    first relay port alone, and every relay but one was unreachable."""
+    net = PodNetwork(policies=policies(), end_port=False)
+    opened = net.allowed_ports(SANDBOX_NS, {"dataspace.io/native-harness": "true"})
+    assert opened == set(RELAY_PORTS)
+    for doc in policies():
+        for rule in [*doc["spec"].get("egress", []), *doc["spec"].get("ingress", [])]:
+            assert all("endPort" not in p for p in rule.get("ports") or [])
+    assert KubernetesOptions.from_options({"relay_ports": "20100-20103"}).relay_ports == (
+        20100,
+        20101,
+        20102,
+        20103,
+    )
 
 
 class _Listener:
@@ -372,7 +389,7 @@ def test_a_real_cli_solves_a_task_in_a_pod(
     assert start["version"] == PINS[harness].version
     cfg = start["harness_config"]
     assert cfg["harness_from"] == "sandbox image"
-    assert cfg["relay_path"] == f"tcp to {CONTROLLER_IP}, ports {RELAY_PORTS[0]}-{RELAY_PORTS[1]}"
+    assert cfg["relay_path"] == f"tcp to {CONTROLLER_IP}, ports {RELAY_PORTS[0]}-{RELAY_PORTS[-1]}"
     sandbox = json.loads(run)["sandbox"]
     assert sandbox["labels"]["native-harness"] == "true" and sandbox["relay"]["address"]
     for req in srv.requests:  # every call reached the endpoint with the real key, host-side

@@ -84,6 +84,17 @@ _ALLOWED = {
 _IGNORED = {"model", "run_id", "protocol"}
 
 
+def _ports_text(ports: tuple[int, ...]) -> str:
+    """Ports as ``lo-hi`` when they are a contiguous range, else listed.
+
+    >>> _ports_text((20100, 20101, 20102)), _ports_text((20100, 20105))
+    ('20100-20102', '20100,20105')
+    """
+    if ports and list(ports) == list(range(ports[0], ports[0] + len(ports))):
+        return f"{ports[0]}-{ports[-1]}" if len(ports) > 1 else str(ports[0])
+    return ",".join(map(str, ports))
+
+
 @dataclass(frozen=True, kw_only=True)
 class RelayPath:
     """How this attempt's sandbox reaches its relay."""
@@ -91,10 +102,10 @@ class RelayPath:
     unix: Path | None = None
     """The relay's Unix socket on the host (bound into the sandbox at ``RELAY_DIR``)."""
     bind: str | None = None
-    ports: tuple[int, int] | None = None
+    ports: tuple[int, ...] | None = None
     address: str | None = None
-    """TCP: where the relay listens on the controller, in which port range, and the
-    address the sandbox dials."""
+    """TCP: where the relay listens on the controller, on which ports (the first free
+    one), and the address the sandbox dials."""
     harness_root: str = SANDBOX_ROOT
     """Where the harness installs are inside the sandbox."""
     in_image: bool = False
@@ -343,7 +354,7 @@ class NativeHarness:
                 "relay_path": (
                     f"unix socket bound at {RELAY_DIR}"
                     if path.unix is not None
-                    else f"tcp to {path.address}, ports {'-'.join(map(str, path.ports or ()))}"
+                    else f"tcp to {path.address}, ports {_ports_text(path.ports or ())}"
                 ),
                 "harness_from": "sandbox image" if path.in_image else "host install, bound",
                 **self.policy(plan),
@@ -433,10 +444,9 @@ class NativeHarness:
         relay = info.get("relay") if isinstance(info, dict) else None
         if not isinstance(relay, dict):
             return None
-        lo, hi = relay["ports"]
         return RelayPath(
             bind=str(relay["bind"]),
-            ports=(int(lo), int(hi)),
+            ports=tuple(int(p) for p in relay["ports"]),
             address=str(relay["address"]),
             harness_root=DEFAULT_ROOT,
             in_image=True,
@@ -475,8 +485,7 @@ class NativeHarness:
             relay.serve_unix(path.unix)
             return {"socket": f"{RELAY_DIR}/{RELAY_SOCKET_NAME}", "sweep": "all"}
         assert path.bind is not None and path.ports is not None and path.address is not None
-        lo, hi = path.ports
-        for port in range(lo, hi + 1):
+        for port in path.ports:
             try:
                 relay.serve_tcp(path.bind, port)
             except OSError as exc:
@@ -488,8 +497,9 @@ class NativeHarness:
             # a pod's own init and exec helper run as the sandbox user: spare them
             return {"connect": [path.address, port], "sweep": "new"}
         raise InfrastructureError(
-            f"relay: every port {lo}-{hi} of {path.bind} is in use; widen "
-            "sandbox.options.relay_ports (and the NetworkPolicies of k8s/base/harness-relay.yaml)",
+            f"relay: every port {_ports_text(path.ports)} of {path.bind} is in use; add ports "
+            "to sandbox.options.relay_ports (and the NetworkPolicies of "
+            "k8s/base/harness-relay.yaml)",
             code="relay",
         )
 
