@@ -173,7 +173,7 @@ def _solving(gold: str, *, wrong: bool) -> list[dict[str, Any]]:
             "tool_calls": [
                 {"name": "submit_answer", "arguments": {"path": "/output/prediction.csv"}}
             ]
-        },  # noqa: E501
+        },
     ]
 
 
