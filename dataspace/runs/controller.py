@@ -54,6 +54,7 @@ from dataspace.runs.spec import (
     diff_identity,
     fingerprint,
     sandbox_identity,
+    spec_key,
 )
 from dataspace.runs.status import UNFINISHED_STATUSES, AttemptStatus
 
@@ -355,8 +356,8 @@ def _check_recorded(store: Any, layout: RunLayout, spec: RunSpec, identity: dict
                 raise SpecChangedError(problem)
         raise SpecChangedError(
             f"run {spec.run_id!r} in {store.url_for(key)} was made with a different spec "
-            f"(changed: {', '.join(changed) or 'fingerprint'}); use a new run_id or restore "
-            "the original values"
+            f"(changed: {', '.join(spec_key(c) for c in changed) or 'fingerprint'}); use a new "
+            "run_id or restore the original values"
         )
     return True
 
