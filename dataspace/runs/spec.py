@@ -30,7 +30,7 @@ import difflib
 import hashlib
 import json
 import re
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, NoReturn
@@ -535,6 +535,45 @@ def read_model(obj: object, *, source: str, where: str) -> ModelSpec:
     return parse_model_entry(_Reader(source), obj, where)
 
 
+def _placeholders(v: object, key: str) -> Iterator[tuple[str, str]]:
+    """(key path, value) of every placeholder in ``v``, in document order."""
+    if isinstance(v, str):
+        if is_placeholder(v):
+            yield key, v
+    elif isinstance(v, Mapping):
+        for k, x in v.items():
+            yield from _placeholders(x, f"{key}.{k}" if key else str(k))
+    elif isinstance(v, list):
+        for i, x in enumerate(v):
+            yield from _placeholders(x, f"{key}[{i}]")
+
+
+_FILL_HINTS = (
+    (re.compile(r"^release$"), "the release folder or URI (file://..., s3://...)"),
+    (re.compile(r"^store$"), "a folder or s3:// URI where the run's results go"),
+    (re.compile(r"\.prices\.input$"), "the model's price in USD per million input tokens"),
+    (
+        re.compile(r"\.prices\.cached_input$"),
+        "the model's price in USD per million cached input tokens",
+    ),
+    (re.compile(r"\.prices\.output$"), "the model's price in USD per million output tokens"),
+    (re.compile(r"\.model\.id$"), "the model id the endpoint serves"),
+    (re.compile(r"\.model\.base_url$"), "the endpoint's base URL (https://.../v1)"),
+    (re.compile(r"\.model\.key_env$"), "the NAME of the environment variable holding the key"),
+)
+
+
+def _fill_hint(key: str) -> str:
+    """What a placeholder at ``key`` stands for.
+
+    >>> _fill_hint("agents[2].model.prices.output")
+    "the model's price in USD per million output tokens"
+    >>> _fill_hint("sandbox.options.namespace")
+    'the real value'
+    """
+    return next((hint for pattern, hint in _FILL_HINTS if pattern.search(key)), "the real value")
+
+
 class _Reader:
     def __init__(self, source: str) -> None:
         self.source = source
@@ -559,15 +598,20 @@ class _Reader:
         self.fail(where, f"unknown key; {hint}allowed: {sorted(allowed)}{more}")
 
     def no_placeholders(self, v: object, key: str) -> None:
-        if isinstance(v, str):
-            if is_placeholder(v):
-                self.fail(key or "spec", f"{v!r} is a placeholder; put the real value here")
-        elif isinstance(v, Mapping):
-            for k, x in v.items():
-                self.no_placeholders(x, f"{key}.{k}" if key else str(k))
-        elif isinstance(v, list):
-            for i, x in enumerate(v):
-                self.no_placeholders(x, f"{key}[{i}]")
+        """Refuse every placeholder left in ``v`` at once: one line each, with what to put."""
+        found = list(_placeholders(v, key))
+        if not found:
+            return
+        lines = [
+            f"{self.source}: {k or 'spec'}: {x!r} is a placeholder; put {_fill_hint(k)} here"
+            for k, x in found
+        ]
+        if len(lines) == 1:
+            raise ConfigError(lines[0])
+        raise ConfigError(
+            f"{self.source}: {len(lines)} placeholders left to fill in:\n"
+            + "\n".join(f"  {line}" for line in lines)
+        )
 
     def string(self, v: object, key: str) -> str:
         if not isinstance(v, str) or not v.strip():
