@@ -150,8 +150,13 @@ def _parser() -> argparse.ArgumentParser:
     add_commands(sub)
 
     v = sub.add_parser("validate", help="check a release folder (tasks, configs, gold)")
-    v.add_argument("release")
+    v.add_argument("release", help="release: a folder or store URI (file://..., s3://...)")
     v.add_argument("--require-gold", action="store_true")
+    v.add_argument(
+        "--release-cache",
+        help="where a release given as a store URI is synced (default: $DATASPACE_RELEASE_CACHE "
+        "or ~/.cache/dataspace/releases)",
+    )
     v.set_defaults(func=_cmd_validate)
 
     x = sub.add_parser("export", help="write a run's submission bundle (one agent)")
@@ -194,10 +199,14 @@ def _global_flags_after_command(sub: Any) -> None:
 
 def _cmd_validate(args: argparse.Namespace) -> int:
     from dataspace.release import Release
+    from dataspace.runs.resolve import default_release_cache, local_release
 
-    rel = Release(args.release)
+    # a store URI (s3://...) is synced into the release cache first, as `run` does
+    root = local_release(args.release, cache=args.release_cache or default_release_cache())
+    rel = Release(root)
     counts = rel.check(require_gold=args.require_gold)
-    print(f"{rel.root}: {len(counts.tasks)} tasks, all valid; {counts.describe()}")
+    where = f"{args.release} (synced to {rel.root})" if "://" in args.release else rel.root
+    print(f"{where}: {len(counts.tasks)} tasks, all valid; {counts.describe()}")
     return 0
 
 

@@ -532,10 +532,13 @@ class _Run:
                     if p is None:
                         break
                     if spec.spend_limit_usd is not None and spend >= spec.spend_limit_usd:
+                        from dataspace.llm.usage import format_usd
+
                         self.stopped_for_spend = True
                         logger.warning(
-                            "spend limit %.2f USD reached: no new attempts scheduled",
-                            spec.spend_limit_usd,
+                            "spend limit %s reached (%s spent): no new attempts scheduled",
+                            format_usd(spec.spend_limit_usd),
+                            format_usd(spend),
                         )
                         self.emit(
                             {"event": "spend_limit", "limit": spec.spend_limit_usd, "spent": spend}
