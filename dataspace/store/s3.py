@@ -371,11 +371,11 @@ class S3Store:
                 "AWS_SECRET_ACCESS_KEY or AWS_PROFILE, or pass access_key_id and "
                 f"secret_access_key{self._endpoint_hint()}"
             )
+        hint = ""
         if _is_connection_error(exc):
-            return StoreError(
-                f"{where}: {op} could not reach the S3 endpoint "
-                f"{self.options.endpoint_url or '(the AWS default)'} after {tries} "
-                f"{'try' if tries == 1 else 'tries'} ({type(exc).__name__}: {exc})"
+            hint = (
+                f"; could not reach the S3 endpoint "
+                f"{self.options.endpoint_url or '(the AWS default)'}"
                 f"{self._endpoint_hint(reached=False)}"
             )
         if code:
@@ -384,7 +384,7 @@ class S3Store:
         else:
             detail = f"{type(exc).__name__}: {exc}"
         times = "1 try" if tries == 1 else f"{tries} tries"
-        return StoreError(f"{where}: {op} failed after {times}: {detail}")
+        return StoreError(f"{where}: {op} failed after {times}: {detail}{hint}")
 
     def _endpoint_hint(self, *, reached: bool = True) -> str:
         """Where the endpoint comes from, for an error that may be a missing or wrong one."""
