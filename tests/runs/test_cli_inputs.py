@@ -8,6 +8,7 @@ transient 429 or 500 from the endpoint probe failed the whole run.
 
 from __future__ import annotations
 
+import re
 import shutil
 
 import pytest
@@ -187,3 +188,38 @@ def test_run_survives_a_busy_probe_and_a_changed_memory_names_the_key(tmp_path, 
     assert again.returncode == 2, again.stdout + again.stderr
     assert "was made with a different spec (changed: sandbox.memory)" in again.stderr
     assert "memory_bytes" not in again.stderr
+
+
+@pytest.mark.parametrize(
+    ("args", "line"),
+    [
+        (
+            ["build", "--workers", "-1"],
+            "dataspace build: error: argument --workers: must be at least 0",
+        ),
+        (["build", "--budget", "0"], "argument --budget: must be at least 1, got 0"),
+        (["build", "--cross-language-share", "1.5"], "must be at most 1, got 1.5"),
+        (["diff", "a", "b", "--limit", "-1"], "argument --limit: must be at least 0, got -1"),
+        (["review", "serve", "--port", "70000"], "argument --port: must be at most 65535"),
+        (["review", "assign", "--per-task", "0"], "argument --per-task: must be at least 1"),
+        (["audit", "--port", "-1"], "argument --port: must be at least 0, got -1"),
+    ],
+)
+def test_numeric_flags_of_every_command_are_range_checked(args, line):
+    p = dataspace(*args, env=cli_env())
+    assert p.returncode == 2, p.stdout + p.stderr
+    assert line in p.stderr and "Traceback" not in p.stderr
+
+
+def test_top_level_help_describes_the_commands():
+    """Guards: the top-level help was the CLI module's docstring."""
+    p = dataspace("--help", env=cli_env())
+    assert p.returncode == 0
+    assert p.stdout.splitlines()[2] == (
+        "DataSpace: build, run and score the DataSpace data-agent benchmark."
+    )
+    assert "parse flags into typed configs" not in p.stdout
+    for command in ("demo", "run", "doctor", "convert", "validate", "report", "export"):
+        assert re.search(rf"^    {command} +\S", p.stdout, re.M), command
+    v = dataspace("validate", "--help", env=cli_env())
+    assert v.returncode == 0 and "-v, --verbose" in v.stdout
