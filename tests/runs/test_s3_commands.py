@@ -131,3 +131,16 @@ def test_no_endpoint_configured_names_dataspace_s3_endpoint(tmp_path, args):
     err = p.stderr.strip().splitlines()[-1]
     assert "no S3 credentials found" in err
     assert "no S3 endpoint is configured" in err and "set DATASPACE_S3_ENDPOINT" in err
+
+
+def test_unreachable_default_endpoint_names_dataspace_s3_endpoint(tmp_path):
+    """AWS's own endpoint, unreachable: here through a proxy that refuses (no network used)."""
+    proxy = f"http://127.0.0.1:{_closed_port()}"
+    env = _s3_env(None, tmp_path, HTTPS_PROXY=proxy, HTTP_PROXY=proxy)
+    for name in ("NO_PROXY", "no_proxy", "https_proxy", "http_proxy"):
+        env.pop(name, None)
+    p = dataspace("report", RUN, env=env, cwd=tmp_path)
+    assert p.returncode == 2, p.stdout + p.stderr
+    err = p.stderr.strip().splitlines()[-1]
+    assert "could not reach the S3 endpoint (the AWS default)" in err
+    assert "no S3 endpoint is configured" in err and "set DATASPACE_S3_ENDPOINT" in err
