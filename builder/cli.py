@@ -23,6 +23,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from dataspace.cliargs import NON_NEGATIVE_INT, POSITIVE_INT, float_range
 from dataspace.errors import ConfigError, DataSpaceError
 
 logger = logging.getLogger(__name__)
@@ -41,15 +42,15 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--out", required=True, help="the release folder to write")
     p.add_argument(
         "--workers",
-        type=int,
+        type=NON_NEGATIVE_INT,
         default=2,
         help="Ray workers for a local Ray (0: build in this process; default 2)",
     )
     p.add_argument("--ray-address", help="use this Ray cluster instead of a local one")
     p.add_argument("--cache", help="item cache folder (default: .build-cache beside --out)")
     p.add_argument("--replace", action="store_true", help="replace an existing release")
-    p.add_argument("--seed", type=int, help="build seed")
-    p.add_argument("--limit", type=int, help="build only the first N items of each source")
+    p.add_argument("--seed", type=NON_NEGATIVE_INT, help="build seed")
+    p.add_argument("--limit", type=POSITIVE_INT, help="build only the first N items of each source")
     p.add_argument("--translator", help="translator provider (glossary or llm)")
     p.add_argument("--model", help="model id for the llm translator")
     p.add_argument("--base-url", help="endpoint of the llm translator")
@@ -57,10 +58,10 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--question-language", choices=("auto", "source", "en", "zh"))
     p.add_argument(
         "--cross-language-share",
-        type=float,
+        type=float_range(0.0, 1.0),
         help="share of items whose question language differs from the workspace",
     )
-    p.add_argument("--budget", type=int, help="soft row budget per table when sampling")
+    p.add_argument("--budget", type=POSITIVE_INT, help="soft row budget per table when sampling")
     p.add_argument("-q", "--quiet", action="store_true", help="no progress bar")
     p.add_argument("-v", "--verbose", action="store_true", help="debug logging")
     return p

@@ -14,6 +14,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from dataspace.cliargs import POSITIVE_INT
 from dataspace.errors import DataSpaceError
 
 logger = logging.getLogger(__name__)
@@ -60,10 +61,30 @@ def _sigterm_as_interrupt() -> None:
     signal.signal(signal.SIGTERM, handler)
 
 
+_GLOBAL_FLAGS = ("-v", "--verbose")
+_DESCRIPTION = """\
+DataSpace: build, run and score the DataSpace data-agent benchmark.
+
+Start with `dataspace demo` (builds the bundled mini benchmark and runs the gold oracle),
+check a run spec with `dataspace doctor SPEC`, run it with `dataspace run SPEC` (rerun
+to resume), then `dataspace report RUN` and `dataspace export RUN`. Global flags (-v)
+may be given before or after the command; `dataspace COMMAND --help` describes each."""
+
+
 def _main(argv: list[str]) -> int:
+    verbose = False
+    while argv and argv[0] in _GLOBAL_FLAGS and len(argv) > 1 and argv[1] in _PASSTHROUGH:
+        verbose, argv = True, argv[1:]
     if argv and argv[0] in _PASSTHROUGH:
-        # These subcommands own their flags (``eval`` is the official evaluator's CLI).
-        logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
+        # These subcommands own their flags (``eval`` is the official evaluator's CLI);
+        # those with no -v of their own take the global one after their name too.
+        if argv[0] in _TAKE_GLOBAL_FLAGS and any(a in _GLOBAL_FLAGS for a in argv[1:]):
+            verbose = True
+            argv = [argv[0], *(a for a in argv[1:] if a not in _GLOBAL_FLAGS)]
+        logging.basicConfig(
+            level=logging.DEBUG if verbose else logging.WARNING,
+            format="%(levelname)s %(name)s: %(message)s",
+        )
         try:
             return int(_PASSTHROUGH[argv[0]](argv[1:]))
         except DataSpaceError as exc:
@@ -86,13 +107,13 @@ def _parser() -> argparse.ArgumentParser:
 
     p = argparse.ArgumentParser(
         prog="dataspace",
-        description=__doc__.splitlines()[0],
+        description=_DESCRIPTION,
         epilog=EXIT_CODES_HELP,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    p.add_argument("-v", "--verbose", action="store_true", help="debug logging")
+    p.add_argument(*_GLOBAL_FLAGS, action="store_true", help="debug logging")
     p.add_argument("--version", action="version", version=f"dataspace {_version()}")
-    sub = p.add_subparsers(dest="command")
+    sub = p.add_subparsers(dest="command", title="commands", metavar="COMMAND")
 
     d = sub.add_parser("demo", help="build the bundled mini benchmark, run gold, score, report")
     d.add_argument("--out", default="demo-out", help="output folder (default: ./demo-out)")
@@ -100,7 +121,7 @@ def _parser() -> argparse.ArgumentParser:
 
     d.add_argument(
         "--concurrency",
-        type=int,
+        type=POSITIVE_INT,
         help=f"attempts at once (default {RunSpec.concurrency}, a run spec's)",
     )
     d.add_argument(
@@ -116,7 +137,7 @@ def _parser() -> argparse.ArgumentParser:
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     r.add_argument("spec", help="run spec (YAML or JSON)")
-    r.add_argument("--concurrency", type=int, help="override the spec's concurrency")
+    r.add_argument("--concurrency", type=POSITIVE_INT, help="override the spec's concurrency")
     r.add_argument(
         "--release-cache",
         help="where a release given as a store URI is synced (default: $DATASPACE_RELEASE_CACHE "
@@ -129,15 +150,20 @@ def _parser() -> argparse.ArgumentParser:
     add_commands(sub)
 
     v = sub.add_parser("validate", help="check a release folder (tasks, configs, gold)")
-    v.add_argument("release")
+    v.add_argument("release", help="release: a folder or store URI (file://..., s3://...)")
     v.add_argument("--require-gold", action="store_true")
+    v.add_argument(
+        "--release-cache",
+        help="where a release given as a store URI is synced (default: $DATASPACE_RELEASE_CACHE "
+        "or ~/.cache/dataspace/releases)",
+    )
     v.set_defaults(func=_cmd_validate)
 
     x = sub.add_parser("export", help="write a run's submission bundle (one agent)")
     x.add_argument("run", help="run folder: a path or store URI (file://..., s3://...)")
     x.add_argument("--agent", required=True, help="the agent (name in the run spec)")
     x.add_argument("--out", required=True, help="bundle folder to create")
-    x.add_argument("--attempt", type=int, default=1, help="which attempt (default 1)")
+    x.add_argument("--attempt", type=POSITIVE_INT, default=1, help="which attempt (default 1)")
     x.set_defaults(func=_cmd_export)
 
     for name, text in (
@@ -150,7 +176,22 @@ def _parser() -> argparse.ArgumentParser:
         ("diff", "which tasks two releases add, remove or change"),
     ):
         sub.add_parser(name, help=text, add_help=False)
+    _global_flags_after_command(sub)
     return p
+
+
+def _global_flags_after_command(sub: Any) -> None:
+    """``dataspace run -v SPEC`` as well as ``dataspace -v run SPEC``.
+
+    Each parsed subcommand accepts the global flags too; their default is left unset so a
+    flag given before the command is not reset by the subcommand's parser.
+    """
+    for name, parser in sub.choices.items():
+        if name in _PASSTHROUGH:
+            continue
+        parser.add_argument(
+            *_GLOBAL_FLAGS, action="store_true", default=argparse.SUPPRESS, help="debug logging"
+        )
 
 
 # ---- commands ------------------------------------------------------------------------------
@@ -158,10 +199,14 @@ def _parser() -> argparse.ArgumentParser:
 
 def _cmd_validate(args: argparse.Namespace) -> int:
     from dataspace.release import Release
+    from dataspace.runs.resolve import default_release_cache, local_release
 
-    rel = Release(args.release)
+    # a store URI (s3://...) is synced into the release cache first, as `run` does
+    root = local_release(args.release, cache=args.release_cache or default_release_cache())
+    rel = Release(root)
     counts = rel.check(require_gold=args.require_gold)
-    print(f"{rel.root}: {len(counts.tasks)} tasks, all valid; {counts.describe()}")
+    where = f"{args.release} (synced to {rel.root})" if "://" in args.release else rel.root
+    print(f"{where}: {len(counts.tasks)} tasks, all valid; {counts.describe()}")
     return 0
 
 
@@ -210,6 +255,7 @@ def _audit_main(argv: list[str]) -> int:
     return audit_main(argv)
 
 
+_TAKE_GLOBAL_FLAGS = frozenset({"report", "rescore", "review", "audit", "diff"})
 _PASSTHROUGH: dict[str, Callable[[list[str]], int]] = {
     "eval": _eval_main,
     "report": _report_main,

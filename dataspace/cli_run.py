@@ -109,9 +109,11 @@ def live_status(label: str) -> Iterator[Callable[[dict[str, Any]], None]]:
                     "are left for a rerun[/red]"
                 )
             elif kind == "spend_limit":
+                from dataspace.llm.usage import format_usd
+
                 say(
-                    f"[red]spend limit ${ev['limit']:.2f} reached (${ev['spent']:.4f} spent): "
-                    "no new attempts scheduled[/red]"
+                    f"[red]spend limit {format_usd(ev['limit'])} reached "
+                    f"({format_usd(ev['spent'])} spent): no new attempts scheduled[/red]"
                 )
             elif kind is None and ev.get("agent") in tasks:
                 agent = ev["agent"]

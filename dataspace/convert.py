@@ -11,9 +11,12 @@ file and harness choices in another::
                                                harnesses: {NAME: {enabled, version, ...}}
 
 :func:`convert_official` maps them key for key onto a run spec in the official profile
-(the official limits and settings; DataSpace-Agent without the remaining-time note). What
-the official files do not hold (prices, the release, the store) is written as a
-``FILL_IN`` placeholder, which the spec validator refuses until it is filled in.
+(``protocol: official``, written out: the official limits and settings, DataSpace-Agent
+without the remaining-time note). The workbench image is not named: the local backend
+runs the installed Data Workbench Runtime, whose manifest every attempt records. What the
+official files do not hold (prices, the release, the store) is written as a ``FILL_IN``
+placeholder; the spec validator lists every one left, one line each, until they are
+filled in.
 """
 
 from __future__ import annotations
@@ -46,6 +49,14 @@ _AGENT_LIMITS = {
 _AGENT_SETTINGS = ("max_tool_output_chars", "image_max_edge", "image_jpeg_quality")
 _SANDBOX = {"cpus": "cpus", "memory": "memory", "pids_limit": "pids", "tmpfs_size": "tmp"}
 _MODEL_SETTINGS = ("max_output_tokens", "temperature", "extra_body", "default_headers")
+# a harness whose wire API has its own address in ``experiment.model`` (Claude Code speaks
+# the Anthropic Messages API at ``anthropic_base_url``; the others use ``openai_base_url``)
+_WIRE_BASE_URL_KEYS = {"claude-code": "anthropic_base_url"}
+_RUNNER_NOTE = (
+    "protocol: official is the official dataspace-agent command's behaviour (vercel.yaml); "
+    "the official harness runner also caps each dataspace-agent command by the wall time "
+    "left (enforce_remaining_wall_time), which that profile does not"
+)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -76,16 +87,6 @@ def _mapping(obj: Any, where: str) -> dict[str, Any]:
     if not isinstance(obj, Mapping):
         raise ConfigError(f"{where}: must be a mapping, got {type(obj).__name__}")
     return dict(obj)
-
-
-def _official_settings() -> dict[str, Any]:
-    """Settings that select the official behaviour of DataSpace-Agent."""
-    from dataspace.agents.dataspace_agent import ReactSettings
-
-    fields = ReactSettings.__dataclass_fields__
-    if "profile" in fields:
-        return {"profile": "official"}
-    return {"tell_remaining_time": False}  # the paper's messages, word for word
 
 
 def _model(raw: Mapping[str, Any], where: str, *, base_url_key: str = "base_url") -> dict[str, Any]:
@@ -137,8 +138,7 @@ def convert_official(
     }
     base_settings = {k: agent_raw[k] for k in _AGENT_SETTINGS if k in agent_raw}
     sandbox: dict[str, Any] = {"backend": "local"}
-    if sandbox_raw.get("image"):
-        sandbox["image"] = sandbox_raw["image"]
+    image = sandbox_raw.get("image")
     for theirs, ours in _SANDBOX.items():
         if theirs in sandbox_raw:
             sandbox[ours] = sandbox_raw[theirs]
@@ -158,7 +158,7 @@ def convert_official(
                     "name": str(key),
                     "harness": "dataspace-agent",
                     "model": _model(m, f"{config}: models.{key}"),
-                    "settings": {**_official_settings(), **base_settings, **_model_settings(m)},
+                    "settings": {**base_settings, **_model_settings(m)},
                 }
             )
     else:
@@ -171,8 +171,7 @@ def convert_official(
             limits["wall_seconds"] = exp["wall_time_seconds"]
         concurrency = exp.get("concurrency")
         bench = _mapping(exp.get("workbench"), f"{harness}: experiment.workbench")
-        if bench.get("image"):
-            sandbox["image"] = bench["image"]
+        image = bench.get("image") or image
         known = set(harness_names())
         for name, h in _mapping(hraw.get("harnesses"), f"{harness}: harnesses").items():
             h = _mapping(h, f"{harness}: harnesses.{name}")
@@ -187,22 +186,37 @@ def convert_official(
                 continue
             settings: dict[str, Any] = _model_settings(m)
             if ours == "dataspace-agent":
-                settings = {**_official_settings(), **base_settings, **settings}
+                settings = {**base_settings, **settings}
+                notes.append(_RUNNER_NOTE)
+            agent_model = dict(model)
+            own_url = _WIRE_BASE_URL_KEYS.get(ours)
+            if own_url and m.get(own_url):  # the harness's own wire API has its own address
+                agent_model = {**agent_model, "base_url": m[own_url]}
             agents.append(
                 {
                     "name": f"{ours}@{key}",
                     "harness": ours,
-                    "model": dict(model),
+                    "model": agent_model,
                     "settings": settings,
                 }
             )
     if not agents:
         raise ConfigError(f"{config}: no model or enabled harness to convert")
+    if image:
+        # The local backend runs the installed Data Workbench Runtime, the image's own
+        # contents; its manifest hash is recorded with every attempt, so no image is named.
+        notes.append(
+            f"sandbox.image {image!r} is not set: the local backend runs the installed Data "
+            "Workbench Runtime (its manifest is recorded per attempt); name the image only "
+            "with a backend that pulls images (sandbox.backend: kubernetes)"
+        )
+    notes[:] = list(dict.fromkeys(notes))
     doc: dict[str, Any] = {
         "schema_version": "1.0",
         "run_id": run_id,
         "release": release or PLACEHOLDER,
         "store": store or PLACEHOLDER,
+        "protocol": "official",
         "agents": agents,
         "limits": limits,
         "sandbox": sandbox,

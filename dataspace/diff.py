@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from dataspace.cliargs import NON_NEGATIVE_INT
 from dataspace.errors import ReleaseError
 
 PARTS = ("question", "workspace", "gold", "config", "metadata", "ledger")
@@ -314,7 +315,9 @@ def main(argv: list[str] | None = None) -> int:
         default=list(PARTS),
         help="parts to compare (default: all)",
     )
-    p.add_argument("--limit", type=int, default=20, help="tasks listed per kind (default 20)")
+    p.add_argument(
+        "--limit", type=NON_NEGATIVE_INT, default=20, help="tasks listed per kind (default 20)"
+    )
     args = p.parse_args(argv)
     try:
         d = diff_releases(args.a, args.b, parts=args.parts)

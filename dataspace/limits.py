@@ -72,7 +72,26 @@ class Limits:
         return {name: getattr(self, name) for name in RESOURCE_FIELDS}
 
 
+def format_size(n: int, *, docker: bool = False) -> str:
+    """A size in the largest binary unit that keeps it readable.
+
+    >>> format_size(16 * 1024**3), format_size(256 * 1024**2), format_size(1024**5)
+    ('16 GiB', '256 MiB', '1 PiB')
+    >>> format_size(1536 * 1024**2), format_size(16 * 1024**3, docker=True)
+    ('1.5 GiB', '16g')
+    """
+    units = ("B", "KiB", "MiB", "GiB", "TiB", "PiB")
+    k = 0
+    x = float(n)
+    while x >= 1024 and k < len(units) - 1:
+        x /= 1024
+        k += 1
+    if docker:
+        return f"{int(x)}{'bkmgtp'[k]}" if x == int(x) else f"{n}b"
+    return f"{x:.4g} {units[k]}"
+
+
 DEFAULT_LIMITS = Limits()
 """The defaults, for parsers that fill in a key a spec left out."""
 
-__all__ = ["AGENT_FIELDS", "DEFAULT_LIMITS", "RESOURCE_FIELDS", "Limits"]
+__all__ = ["AGENT_FIELDS", "DEFAULT_LIMITS", "RESOURCE_FIELDS", "Limits", "format_size"]

@@ -157,6 +157,10 @@ def rescore(run: str, *, release: str | None = None) -> RescoreOutcome:
             "a finished run folder (<store>/runs/<id>)"
         ) from None
     root = _release_root(source, release)
+    if "://" in root:  # a store URI (s3://...): synced into the release cache, as `run` does
+        from dataspace.runs.resolve import default_release_cache, local_release
+
+        root = local_release(root, cache=default_release_cache())
     try:
         rel = Release(root)
     except DataSpaceError as exc:
@@ -252,7 +256,10 @@ def rescore_main(argv: Sequence[str] | None = None) -> int:
         "configs, without calling any model; the new results go beside the old.",
     )
     p.add_argument("run", metavar="RUN", help="run folder (path or store URI)")
-    p.add_argument("--release", help="release folder (default: the run's, from spec.json)")
+    p.add_argument(
+        "--release",
+        help="release folder or store URI (default: the run's, from spec.json)",
+    )
     args = p.parse_args(list(argv) if argv is not None else None)
     try:
         out = rescore(args.run, release=args.release)

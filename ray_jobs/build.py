@@ -17,6 +17,7 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
+from dataspace.cliargs import NON_NEGATIVE_INT
 from ray_jobs._common import run_main, setup_logging
 
 
@@ -48,8 +49,13 @@ def parse_args(argv: list[str] | None = None) -> BuildJobConfig:
     )
     p.add_argument("--spec", help="a build spec (YAML or JSON) instead of --source")
     p.add_argument("--dest", required=True, help="the release folder to write")
-    p.add_argument("--workers", type=int, default=2, help="parallel builds (local Ray only)")
-    p.add_argument("--seed", type=int, default=0)
+    p.add_argument(
+        "--workers",
+        type=NON_NEGATIVE_INT,
+        default=2,
+        help="parallel builds (local Ray only; 0: in this process)",
+    )
+    p.add_argument("--seed", type=NON_NEGATIVE_INT, default=0)
     p.add_argument("--replace", action="store_true", help="replace an existing release")
     p.add_argument("--upload", help="also copy the release to this store URI")
     p.add_argument("-v", "--verbose", action="store_true")

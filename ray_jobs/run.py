@@ -18,6 +18,7 @@ import sys
 from dataclasses import dataclass, field
 from typing import Any
 
+from dataspace.cliargs import POSITIVE_INT
 from ray_jobs._common import parse_options, run_main, setup_logging
 
 logger = logging.getLogger(__name__)
@@ -62,7 +63,7 @@ def parse_args(argv: list[str] | None = None) -> RunJobConfig:
         metavar="KEY=VALUE",
         help="set one sandbox option (JSON value), e.g. -o namespace=sb",
     )
-    p.add_argument("--concurrency", type=int, help="override the spec's concurrency")
+    p.add_argument("--concurrency", type=POSITIVE_INT, help="override the spec's concurrency")
     p.add_argument(
         "--no-sweep",
         action="store_true",

@@ -27,6 +27,7 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
+from dataspace.cliargs import PORT, POSITIVE_INT
 from dataspace.errors import ConfigError
 
 
@@ -61,11 +62,11 @@ def _parser() -> argparse.ArgumentParser:
     c.add_argument("name")
     c.add_argument("--role", required=True, choices=["reviewer", "repairer", "admin"])
     c = cmd("assign", "assign reviewers to every pending task, balanced across the pool")
-    c.add_argument("--per-task", type=int, default=2)
+    c.add_argument("--per-task", type=POSITIVE_INT, default=2)
     c.add_argument("--reviewers", help="comma-separated pool (default: every reviewer)")
     c = cmd("serve", "serve the review console and API")
     c.add_argument("--host", default="127.0.0.1")
-    c.add_argument("--port", type=int, default=8765)
+    c.add_argument("--port", type=PORT, default=8765)
     c.add_argument("--cache", help="folder for materialized overlay files (default: temp)")
     cmd("status", "where every task stands (and whether the log replays to it)")
     c = cmd("stats", "agreement, issue, repair and acceptance statistics from the log")

@@ -15,6 +15,7 @@ import argparse
 import os
 import sys
 
+from dataspace.cliargs import PORT
 from dataspace.errors import ConfigError
 
 
@@ -31,7 +32,7 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--by", default=os.environ.get("USER", "researcher"))
     p.add_argument("--serve", action="store_true", help="open the confirm/revise console")
     p.add_argument("--host", default="127.0.0.1")
-    p.add_argument("--port", type=int, default=8766)
+    p.add_argument("--port", type=PORT, default=8766)
     return p
 
 

@@ -125,4 +125,27 @@ def cost_usd(tokens: TokenCounts, prices: Prices) -> float:
     ) / _PER
 
 
-__all__ = ["Prices", "TokenCounts", "cost_usd", "token_counts"]
+def format_usd(amount: float) -> str:
+    """Dollars with digits enough to compare two amounts: cents from $1, else 4 significant.
+
+    A spend limit and what was spent print the same way, so ``$0.008`` and ``$0.0084``
+    are never shown as ``$0.01`` and ``$0.0084``.
+
+    >>> format_usd(0.0084), format_usd(0.008), format_usd(0.01), format_usd(0.5)
+    ('$0.0084', '$0.008', '$0.01', '$0.50')
+    >>> format_usd(1234.5), format_usd(0), format_usd(1e-9)
+    ('$1,234.50', '$0.00', '$0.000000001')
+    """
+    import math
+
+    x = float(amount)
+    if x == 0 or not math.isfinite(x):
+        return "$0.00" if x == 0 else f"${x}"
+    if abs(x) >= 1:
+        return f"${x:,.2f}"
+    digits = 3 - math.floor(math.log10(abs(x)))
+    whole, _, frac = f"{x:.{digits}f}".rstrip("0").partition(".")
+    return f"${whole}.{frac.ljust(2, '0')}"
+
+
+__all__ = ["Prices", "TokenCounts", "cost_usd", "format_usd", "token_counts"]

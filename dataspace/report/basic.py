@@ -83,9 +83,15 @@ def summary_markdown(summary: Mapping[str, Any]) -> str:
     if summary.get("stopped_for_spend_limit"):
         lines += [
             "",
-            f"**Stopped scheduling at the spend limit of {summary['spend_limit_usd']} USD.**",
+            f"**Stopped scheduling at the spend limit of {_usd(summary['spend_limit_usd'])}.**",
         ]
     return "\n".join(lines) + "\n"
+
+
+def _usd(amount: Any) -> str:
+    from dataspace.llm.usage import format_usd
+
+    return format_usd(float(amount or 0.0))
 
 
 def summary_page(summary: Mapping[str, Any]) -> str:
@@ -111,7 +117,7 @@ def summary_page(summary: Mapping[str, Any]) -> str:
     if summary.get("stopped_for_spend_limit"):
         spend = (
             f"<p class=warn>Stopped scheduling at the spend limit of "
-            f"{esc(str(summary['spend_limit_usd']))} USD.</p>"
+            f"{esc(_usd(summary['spend_limit_usd']))}.</p>"
         )
     return f"""<!doctype html>
 <html lang="en"><head><meta charset="utf-8"><title>DataSpace run {esc(summary["run_id"])}</title>

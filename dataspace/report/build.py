@@ -33,6 +33,7 @@ from dataspace.report.load import (
     open_run,
     read_release_metadata,
     read_run,
+    run_in_progress,
     task_metadata,
 )
 from dataspace.report.render import ReportData, render_html, render_markdown
@@ -377,13 +378,24 @@ def _summary_notes(run: RunData) -> list[str]:
     s = run.summary or {}
     out: list[str] = []
     if s.get("partial"):
-        how = "was interrupted" if s.get("interrupted") else "is in progress"
+        how = "was interrupted" if s.get("interrupted") else _running(s)
         out.append(
             f"Run {run.run_id} {how}: partial results ({s.get('finished', '?')} of "
             f"{s.get('attempts', '?')} attempts finished); rerun the report when it ends."
         )
     if s.get("stopped_for_spend_limit"):
-        out.append(f"Run {run.run_id} stopped at its spend limit (${s.get('spend_limit_usd')}).")
+        from dataspace.llm.usage import format_usd
+
+        limit = float(s.get("spend_limit_usd") or 0.0)
+        spent = sum(
+            float(a.get("cost_usd") or 0.0)
+            for a in (s.get("agents") or {}).values()
+            if isinstance(a, dict)
+        )
+        out.append(
+            f"Run {run.run_id} stopped scheduling at its spend limit of {format_usd(limit)} "
+            f"({format_usd(spent)} spent)."
+        )
     for name, a in (s.get("agents") or {}).items():
         if isinstance(a, dict) and a.get("stopped"):
             out.append(f"Run {run.run_id}: agent {name} was stopped: {a['stopped']}.")
@@ -393,6 +405,22 @@ def _summary_notes(run: RunData) -> list[str]:
             f"x{c['tries']} ({c['attempts']} attempts): {str(c['error'])[:200]}"
         )
     return out
+
+
+def _running(summary: Mapping[str, Any]) -> str:
+    """How a run whose last summary is partial stands: running, or silent for a while."""
+    from dataspace.runs.controller import STATUS_INTERVAL
+
+    updated = summary.get("updated_at")
+    if not isinstance(updated, int | float):
+        return "is running"
+    age = max(0.0, time.time() - float(updated))
+    if age <= 10 * STATUS_INTERVAL:
+        return "is running"
+    return (
+        f"is running or stopped without a word (its results were last written {age:.0f} s "
+        "ago; if no `dataspace run` is going, rerun it to resume)"
+    )
 
 
 def _notes(
@@ -418,11 +446,20 @@ def _notes(
             "are shown apart with the accuracy without them, and are left out of "
             "efficiency."
         )
-    n_ns = int((status == NOT_SCHEDULED).sum())
+    running = [r.run_id for r in runs if run_in_progress(r.summary)]
+    waiting = status == NOT_SCHEDULED
+    n_running = int((waiting & df["run_id"].isin(running)).sum())
+    n_ns = int(waiting.sum()) - n_running
+    if n_running:
+        notes.append(
+            f"{n_running} attempt(s) have no result yet (their run is running): they are "
+            "left out of accuracy and efficiency."
+        )
     if n_ns:
         notes.append(
-            f"{n_ns} attempt(s) were never scheduled (for example at a spending "
-            "limit): they are left out of accuracy and efficiency."
+            f"{n_ns} attempt(s) were never scheduled (a spend limit, an agent stopped after "
+            "infrastructure failures, or an interruption): they are left out of accuracy and "
+            "efficiency."
         )
     n_unscored = int((df["passed"].isna() & ~status.isin([NOT_SCHEDULED])).sum())
     if n_unscored:
@@ -437,12 +474,6 @@ def _notes(
             "a task counts as solved by an agent in the overlap when any attempt "
             "passed."
         )
-    for r in runs:
-        if r.summary and r.summary.get("stopped_for_spend_limit"):
-            notes.append(
-                f"Run {r.run_id} stopped scheduling at its spending limit of "
-                f"{r.summary.get('spend_limit_usd')} USD."
-            )
     return notes
 
 

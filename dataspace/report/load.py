@@ -134,6 +134,8 @@ def read_run(source: RunSource) -> RunData:
             source.store.url_for(source.key(SUMMARY_NAME)),
             exc,
         )
+    if summary is None or summary.get("partial"):
+        df, summary = _with_results_on_disk(source, df, summary)
     ids = [r for r in df["run_id"].dropna().unique() if r]
     run_id = str(ids[0]) if ids else (summary or {}).get("run_id") or _folder_name(source)
     df["run_id"] = df["run_id"].fillna(run_id)
@@ -179,6 +181,57 @@ def check_same_release(runs: Sequence[RunData], *, allow_mixed: bool = False) ->
         f"Mixed releases: these runs were made on {len(known)} different releases "
         f"({listing}); tasks are matched by id alone, so a task may differ between runs."
     )
+
+
+def _with_results_on_disk(
+    source: RunSource, df: Any, summary: Mapping[str, Any] | None
+) -> tuple[Any, Mapping[str, Any] | None]:
+    """A run in progress: the rows its attempts have finished since the results were written.
+
+    Each attempt writes its own ``result.json`` when it ends; the results file is
+    rewritten only every few seconds. Rows the results file still has as unfinished are
+    taken from their ``result.json``, and the summary's ``finished`` count from the rows.
+    """
+    import pandas as pd
+
+    from dataspace.runs.results import ResultRow, read_results, rows_to_parquet
+    from dataspace.runs.status import UNFINISHED_STATUSES
+
+    if df.empty or "key" not in df.columns:
+        return df, summary
+    waiting = set(df.loc[df["status"].isin(UNFINISHED_STATUSES), "key"].dropna().astype(str))
+    found: list[dict[str, Any]] = []
+    try:
+        keys = [k for k in source.store.list(source.key("attempts/")) if k.endswith("/result.json")]
+    except NotFoundError:
+        keys = []
+    for key in keys:
+        try:
+            raw = json.loads(source.store.get_bytes(key))
+            if str(raw.get("key")) in waiting:
+                found.append(ResultRow.from_row(raw).to_dict())
+        except (StoreError, NotFoundError, ValueError, TypeError, KeyError) as exc:
+            logger.warning("%s: unreadable attempt result (%s); ignored", key, exc)
+    if found:
+        new = read_results(rows_to_parquet(found))
+        for name in df.columns:
+            if name not in new.columns:
+                new[name] = None
+        order = {k: i for i, k in enumerate(df["key"].astype(str))}
+        done = set(new["key"].astype(str))
+        df = pd.concat([df[~df["key"].astype(str).isin(done)], new[df.columns]], ignore_index=True)
+        df = df.sort_values("key", key=lambda k: k.astype(str).map(order)).reset_index(drop=True)
+        logger.info("%d attempt results read from the run's attempts (newer than its results)",
+                    len(found))  # fmt: skip
+    if summary is not None:
+        finished = int((~df["status"].isin(UNFINISHED_STATUSES)).sum())
+        summary = {**summary, "attempts": len(df), "finished": finished}
+    return df, summary
+
+
+def run_in_progress(summary: Mapping[str, Any] | None) -> bool:
+    """True for a run whose invocation was still going when it last wrote its summary."""
+    return bool(summary and summary.get("partial") and not summary.get("interrupted"))
 
 
 def _folder_name(source: RunSource) -> str:
@@ -301,5 +354,6 @@ __all__ = [
     "read_release_metadata",
     "read_run",
     "release_fingerprint",
+    "run_in_progress",
     "task_metadata",
 ]

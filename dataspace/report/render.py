@@ -83,7 +83,12 @@ def accuracy_display(acc: Any) -> Any:
         for c in ACCURACY_COLUMNS
         if c in acc.columns and not (c in optional and (acc[c].fillna(0) == 0).all())
     ]  # counts that are zero for every agent say nothing (the CSV keeps them)
-    status = [c for c in acc.columns if c.startswith("status_")]
+    # a status already counted by its own column (``not scheduled``) is shown once
+    status = [
+        c
+        for c in acc.columns
+        if c.startswith("status_") and c[len("status_") :] not in ACCURACY_COLUMNS
+    ]
     return acc[cols + status].rename(
         columns={**ACCURACY_COLUMNS, **{c: c[len("status_") :].replace("_", " ") for c in status}}
     )

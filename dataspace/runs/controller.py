@@ -60,6 +60,7 @@ from dataspace.runs.spec import (
     diff_identity,
     fingerprint,
     sandbox_identity,
+    spec_key,
 )
 from dataspace.runs.status import UNFINISHED_STATUSES, AttemptStatus
 
@@ -394,8 +395,8 @@ def _check_recorded(store: Any, layout: RunLayout, spec: RunSpec, identity: dict
                 raise SpecChangedError(problem)
         raise SpecChangedError(
             f"run {spec.run_id!r} in {store.url_for(key)} was made with a different spec "
-            f"(changed: {', '.join(changed) or 'fingerprint'}); use a new run_id or restore "
-            "the original values"
+            f"(changed: {', '.join(spec_key(c) for c in changed) or 'fingerprint'}); use a new "
+            "run_id or restore the original values"
         )
     return True
 
@@ -570,10 +571,13 @@ class _Run:
                     if p is None:
                         break
                     if spec.spend_limit_usd is not None and spend >= spec.spend_limit_usd:
+                        from dataspace.llm.usage import format_usd
+
                         self.stopped_for_spend = True
                         logger.warning(
-                            "spend limit %.2f USD reached: no new attempts scheduled",
-                            spec.spend_limit_usd,
+                            "spend limit %s reached (%s spent): no new attempts scheduled",
+                            format_usd(spec.spend_limit_usd),
+                            format_usd(spend),
                         )
                         self.emit(
                             {"event": "spend_limit", "limit": spec.spend_limit_usd, "spent": spend}

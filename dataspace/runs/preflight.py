@@ -36,6 +36,12 @@ logger = logging.getLogger(__name__)
 
 PREFLIGHT_MAX_TOKENS = 16
 PREFLIGHT_READ_TIMEOUT = 30.0
+PROBE_TRANSIENT_STATUSES = frozenset({429, 500, 502, 503, 504})
+"""Statuses of the endpoint probe that are retried with backoff (a busy or restarting
+gateway), until ``PROBE_RETRY_SECONDS`` or ``PROBE_MAX_TRIES`` is spent."""
+PROBE_RETRY_SECONDS = 60.0
+PROBE_MAX_TRIES = 8
+PROBE_MAX_BACKOFF = 8.0
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -263,18 +269,18 @@ def _wire_of(harness: str) -> str:
 
 
 # the minimal request of each wire API: (path, body, answer field that must be present)
-_PROBE_PROMPT = "Reply with the word ok."
+PROBE_PROMPT = "Reply with the word ok."
 
 
 def _probe(wire: str, model_id: str) -> tuple[str, dict[str, Any], str]:
     if wire == "responses":
-        body = {"model": model_id, "input": _PROBE_PROMPT, "max_output_tokens": 16}
+        body = {"model": model_id, "input": PROBE_PROMPT, "max_output_tokens": 16}
         return "/responses", body, "output"
     if wire == "messages":
-        msgs = [{"role": "user", "content": _PROBE_PROMPT}]
+        msgs = [{"role": "user", "content": PROBE_PROMPT}]
         body = {"model": model_id, "max_tokens": PREFLIGHT_MAX_TOKENS, "messages": msgs}
         return "/v1/messages", body, "content"
-    msgs = [{"role": "user", "content": _PROBE_PROMPT}]
+    msgs = [{"role": "user", "content": PROBE_PROMPT}]
     body = {"model": model_id, "messages": msgs, "max_tokens": PREFLIGHT_MAX_TOKENS}
     return "/chat/completions", body, "choices"
 
@@ -351,16 +357,24 @@ def _check_endpoint(m: ModelSpec, where: str, *, wire: str = "chat") -> Check:
         headers["anthropic-version"] = "2023-06-01"
     read = min(PREFLIGHT_READ_TIMEOUT, m.read_timeout or PREFLIGHT_READ_TIMEOUT)
     problem = ""
-    for try_no in range(3):
-        if try_no:
-            time.sleep(0.5 * try_no)
+    unreachable = 0
+    tries = 0
+    wait = 0.0
+    while True:
+        if wait:
+            time.sleep(wait)
+        tries += 1
         try:
-            status, data, latency = _post_json(
+            status, data, latency, retry_after = _post_json(
                 f"{base}{path}", body, headers, connect=m.connect_timeout, read=read
             )
         except OSError as exc:
             reason = "timed out" if isinstance(exc, TimeoutError) else (exc.strerror or str(exc))
             problem = f"model endpoint {base} cannot be reached ({reason}); check base_url"
+            unreachable += 1
+            if unreachable >= 3:  # a refused or unroutable endpoint: said within seconds
+                break
+            wait = 0.5 * unreachable
             continue
         snippet = data[:300].decode("utf-8", "replace").replace("\n", " ")
         if 200 <= status < 300:
@@ -368,14 +382,19 @@ def _check_endpoint(m: ModelSpec, where: str, *, wire: str = "chat") -> Check:
                 usage = _reply_usage(data, answer_field)
             except ValueError:
                 problem = f"model endpoint {base} answered 200 with no {wire} reply: {snippet}"
+                if tries >= 3:
+                    break
+                wait = 0.5 * tries
                 continue
             tokens = _probe_tokens(usage)
             cost = cost_usd(tokens, Prices.of(m))
             n = tokens.input_tokens + tokens.output_tokens
+            again = f" after {tries - 1} transient failures" if tries > 1 else ""
             return Check(
                 key=key,
                 ok=True,
-                message=f"{base} accepted {m.id!r} in {latency:.2f} s ({n} tokens, ${cost:.6f})",
+                message=f"{base} accepted {m.id!r} in {latency:.2f} s ({n} tokens, "
+                f"${cost:.6f}){again}",
                 seconds=time.monotonic() - t0,
                 cost_usd=cost,
             )
@@ -386,15 +405,41 @@ def _check_endpoint(m: ModelSpec, where: str, *, wire: str = "chat") -> Check:
             )
             break
         problem = f"model endpoint {base} answered HTTP {status}: {snippet}"
-        if status not in (408, 409, 425, 429) and status < 500:
+        if status not in PROBE_TRANSIENT_STATUSES:
             break
+        wait = probe_backoff(tries, retry_after)
+        spent = time.monotonic() - t0
+        if tries >= PROBE_MAX_TRIES or spent + wait > PROBE_RETRY_SECONDS:
+            problem = (
+                f"model endpoint {base} answered HTTP {status} {tries} times over "
+                f"{spent:.1f} s (transient statuses are retried for up to "
+                f"{PROBE_RETRY_SECONDS:.0f} s): {snippet}; retry when the endpoint recovers"
+            )
+            break
+        logger.info("preflight: %s answered HTTP %d; retrying in %.2f s", base, status, wait)
     return Check(key=key, ok=False, message=problem, seconds=time.monotonic() - t0)
+
+
+def probe_backoff(tries: int, retry_after: float | None) -> float:
+    """Seconds before the next probe: the server's ``Retry-After``, else doubling from 0.5 s.
+
+    >>> probe_backoff(1, None), probe_backoff(3, None), probe_backoff(9, None)
+    (0.5, 2.0, 8.0)
+    >>> probe_backoff(2, 0.05), probe_backoff(2, 600.0)
+    (0.05, 8.0)
+    """
+    if retry_after is not None and retry_after >= 0:
+        return min(retry_after, PROBE_MAX_BACKOFF)
+    return min(0.5 * 2 ** (tries - 1), PROBE_MAX_BACKOFF)
 
 
 def _post_json(
     url: str, body: Any, headers: dict[str, str], *, connect: float, read: float
-) -> tuple[int, bytes, float]:
-    """POST ``body`` as JSON; (status, body, seconds). Raises OSError when unreachable."""
+) -> tuple[int, bytes, float, float | None]:
+    """POST ``body`` as JSON; (status, body, seconds, Retry-After seconds or None).
+
+    Raises OSError when unreachable.
+    """
     import http.client
     import json
     from urllib.parse import urlsplit
@@ -413,7 +458,11 @@ def _post_json(
         conn.request("POST", path, body=json.dumps(body).encode(), headers=headers)
         resp = conn.getresponse()
         data = resp.read()
-        return resp.status, data, time.monotonic() - t0
+        try:
+            retry_after: float | None = float(resp.getheader("Retry-After") or "")
+        except ValueError:
+            retry_after = None
+        return resp.status, data, time.monotonic() - t0, retry_after
     except http.client.HTTPException as exc:
         raise OSError(f"bad HTTP answer: {exc}") from exc
     finally:
@@ -445,6 +494,9 @@ def _check_sandbox(spec: RunSpec) -> str | tuple[str, bool]:
     check_cluster = getattr(backend, "check_cluster", None)
     if callable(check_cluster):  # a cluster backend: one API call, not just its options
         return f"{name} backend: {check_cluster()}"
+    check_limits = getattr(backend, "check_limits", None)
+    if callable(check_limits):  # resources this host cannot give (local: its memory)
+        check_limits(spec.limits)
     check_image = getattr(backend, "check_image", None)
     if spec.sandbox.image and callable(check_image):
         check_image(spec.sandbox.image)
@@ -798,5 +850,6 @@ __all__ = [
     "check_spec",
     "check_workbench",
     "lines",
+    "probe_backoff",
     "runtime_mismatch",
 ]

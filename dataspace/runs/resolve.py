@@ -59,7 +59,13 @@ def resolve_spec(
     changes["release"] = local_release(release, cache=release_cache or default_release_cache())
     if o.ray_address:
         changes["ray_address"] = o.ray_address
-    if o.concurrency:
+    if o.concurrency is not None:
+        from dataspace.runs.spec import MAX_CONCURRENCY
+
+        if isinstance(o.concurrency, bool) or not 1 <= o.concurrency <= MAX_CONCURRENCY:
+            raise ConfigError(
+                f"--concurrency: must be between 1 and {MAX_CONCURRENCY}, got {o.concurrency!r}"
+            )
         changes["concurrency"] = o.concurrency
     if o.sandbox_backend or o.sandbox_image or o.sandbox_options:
         sb = spec.sandbox

@@ -30,13 +30,13 @@ import difflib
 import hashlib
 import json
 import re
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, NoReturn
 
 from dataspace.errors import ConfigError
-from dataspace.limits import AGENT_FIELDS, DEFAULT_LIMITS, Limits
+from dataspace.limits import AGENT_FIELDS, DEFAULT_LIMITS, Limits, format_size
 
 SPEC_SCHEMA_VERSION = "1.0"
 _NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._@+-]{0,127}$")
@@ -50,39 +50,74 @@ _PLACEHOLDER_RE = re.compile(
 _ENV_NAME_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 
 
-def parse_size(value: object, *, what: str) -> int:
-    """Bytes from an int or a size string, read the way Docker and Kubernetes read it.
+MIN_MEMORY_BYTES = 256 * 1024**2
+"""The least ``sandbox.memory`` a run accepts: below it no agent's tools start."""
+MIN_FOLDER_BYTES = 1024**2
+"""The least ``sandbox.tmp`` and ``sandbox.output`` a run accepts."""
+MAX_SIZE_BYTES = 1024**5
+"""Any size above 1 PiB is a typo, never a sandbox's resource."""
+
+
+def parse_size(value: object, *, what: str, minimum: int = 1, maximum: int = MAX_SIZE_BYTES) -> int:
+    """Bytes from a size string, read the way Docker and Kubernetes read it.
 
     ``Ki Mi Gi Ti`` (``KiB``...) are powers of 1024 and ``K M G T`` (``KB``...) powers of
     1000, as in Kubernetes; a lower-case unit (``16g``, ``512m``, ``2gb``) is Docker's
-    notation, powers of 1024.
+    notation, powers of 1024; ``b`` is bytes. A number without a unit is refused with the
+    unit it most likely lacks (``16`` means 16 bytes to Docker, never what was meant).
 
     >>> parse_size("2GiB", what="memory"), parse_size("16g", what="memory")
     (2147483648, 17179869184)
     >>> parse_size("512M", what="memory"), parse_size("512Mi", what="memory")
     (512000000, 536870912)
+    >>> try:
+    ...     parse_size(16, what="sandbox.memory")
+    ... except ConfigError as exc:
+    ...     print(str(exc)[:49])
+    sandbox.memory: 16 has no unit; did you mean 16g?
     """
     if isinstance(value, bool) or not isinstance(value, int | float | str):
         raise ConfigError(f"{what}: expected a size such as 2GiB, 16g or 512Mi, got {value!r}")
-    if isinstance(value, int | float):
-        if value <= 0:
-            raise ConfigError(f"{what}: must be positive, got {value!r}")
-        return int(value)
-    m = _SIZE_RE.match(value)
+    m = _SIZE_RE.match(str(value))
     if not m:
         raise ConfigError(f"{what}: cannot read size {value!r} (use e.g. 2GiB, 16g, 512Mi, 1G)")
     unit = m.group(2) or ""
+    if not unit:
+        raise ConfigError(
+            f"{what}: {value} has no unit; did you mean {_unit_hint(m.group(1))}? (units: b, k, "
+            "m, g, t as Docker reads them, or Ki, Mi, Gi, Ti)"
+        )
     letter = unit[:1]
-    if letter in ("", "B", "b"):
+    if letter in ("B", "b"):
         factor = 1
     elif letter.islower() or "i" in unit or "I" in unit:
         factor = 1024 ** _POWERS[letter.upper()]
     else:
         factor = 1000 ** _POWERS[letter]
-    n = int(float(m.group(1)) * factor)
-    if n <= 0:
-        raise ConfigError(f"{what}: must be positive, got {value!r}")
+    number = float(m.group(1))
+    if number * factor > maximum:
+        raise ConfigError(
+            f"{what}: {value} is more than {format_size(maximum)}; write the size meant (e.g. 16g)"
+        )
+    n = int(number * factor)
+    if n < minimum:
+        raise ConfigError(f"{what}: {value} is less than the minimum, {format_size(minimum)}")
     return n
+
+
+def _unit_hint(number: str) -> str:
+    """The size a unitless number most likely meant (a few gibibytes, or many mebibytes).
+
+    >>> _unit_hint("16"), _unit_hint("2048"), _unit_hint("17179869184")
+    ('16g', '2048m', '17179869184b')
+    """
+    n = float(number)
+    text = number if "." in number else str(int(n))
+    if n < 1024:
+        return f"{text}g"
+    if n < 1024**2:
+        return f"{text}m"
+    return f"{text}b"
 
 
 def is_placeholder(value: str) -> bool:
@@ -310,19 +345,25 @@ def parse_spec(obj: object, *, source: str, base_dir: Path | None = None) -> Run
     r.no_extra(sb, {"backend", *_RESOURCE_KEYS, "image", "options"}, "sandbox")
     dl = DEFAULT_LIMITS
     limits = Limits(
-        model_turns=r.positive_int(lim.get("model_turns", dl.model_turns), "limits.model_turns"),
+        model_turns=r.positive_int(
+            lim.get("model_turns", dl.model_turns), "limits.model_turns", maximum=_MAX_COUNT
+        ),
         tool_actions=r.positive_int(
-            lim.get("tool_actions", dl.tool_actions), "limits.tool_actions"
+            lim.get("tool_actions", dl.tool_actions), "limits.tool_actions", maximum=_MAX_COUNT
         ),
-        wall_seconds=r.positive(lim.get("wall_seconds", dl.wall_seconds), "limits.wall_seconds"),
+        wall_seconds=r.positive(
+            lim.get("wall_seconds", dl.wall_seconds), "limits.wall_seconds", maximum=_MAX_SECONDS
+        ),
         command_timeout=r.positive(
-            lim.get("command_timeout", dl.command_timeout), "limits.command_timeout"
+            lim.get("command_timeout", dl.command_timeout),
+            "limits.command_timeout",
+            maximum=_MAX_SECONDS,
         ),
-        cpus=r.positive(sb.get("cpus", dl.cpus), "sandbox.cpus"),
-        memory_bytes=r.size(sb.get("memory", dl.memory_bytes), "sandbox.memory"),
-        pids=r.positive_int(sb.get("pids", dl.pids), "sandbox.pids"),
-        tmp_bytes=r.size(sb.get("tmp", dl.tmp_bytes), "sandbox.tmp"),
-        output_bytes=r.size(sb.get("output", dl.output_bytes), "sandbox.output"),
+        cpus=r.positive(sb.get("cpus", dl.cpus), "sandbox.cpus", maximum=_MAX_CPUS),
+        memory_bytes=r.size(sb, "memory", dl.memory_bytes, "sandbox", minimum=MIN_MEMORY_BYTES),
+        pids=r.positive_int(sb.get("pids", dl.pids), "sandbox.pids", maximum=_MAX_PIDS),
+        tmp_bytes=r.size(sb, "tmp", dl.tmp_bytes, "sandbox", minimum=MIN_FOLDER_BYTES),
+        output_bytes=r.size(sb, "output", dl.output_bytes, "sandbox", minimum=MIN_FOLDER_BYTES),
     )
     sandbox = SandboxConfig(
         backend=r.string(sb.get("backend", _default(SandboxConfig, "backend")), "sandbox.backend"),
@@ -353,21 +394,29 @@ def parse_spec(obj: object, *, source: str, base_dir: Path | None = None) -> Run
         limits=limits,
         sandbox=sandbox,
         concurrency=r.positive_int(
-            d.get("concurrency", _default(RunSpec, "concurrency")), "concurrency"
+            d.get("concurrency", _default(RunSpec, "concurrency")),
+            "concurrency",
+            maximum=MAX_CONCURRENCY,
         ),
-        attempts=r.positive_int(d.get("attempts", _default(RunSpec, "attempts")), "attempts"),
+        attempts=r.positive_int(
+            d.get("attempts", _default(RunSpec, "attempts")), "attempts", maximum=_MAX_ATTEMPTS
+        ),
         tasks=tasks,
         ray_address=r.optional_string(ray.get("address"), "ray.address"),
-        ray_start_timeout=None if ray_start is None else r.positive(ray_start, "ray.start_timeout"),
+        ray_start_timeout=None
+        if ray_start is None
+        else r.positive(ray_start, "ray.start_timeout", maximum=_MAX_SECONDS),
         max_infra_retries=r.positive_int(
             d.get("max_infra_retries", _default(RunSpec, "max_infra_retries")),
             "max_infra_retries",
             allow_zero=True,
+            maximum=_MAX_RETRIES,
         ),
         fail_fast_after=r.positive_int(
             d.get("fail_fast_after", _default(RunSpec, "fail_fast_after")),
             "fail_fast_after",
             allow_zero=True,
+            maximum=_MAX_COUNT,
         ),
         spend_limit_usd=None if spend is None else r.positive(spend, "spend_limit_usd"),
         protocol=protocol,
@@ -393,7 +442,30 @@ _TOP_KEYS = {
 }
 # the spec's names of the sandbox's resources (``memory: 16g``; Limits.memory_bytes ...)
 _RESOURCE_KEYS = ("cpus", "memory", "pids", "tmp", "output")
+# the fingerprint's names of them -> the keys a user writes (a refusal names the latter)
+_IDENTITY_TO_SPEC_KEYS = {
+    "sandbox.memory_bytes": "sandbox.memory",
+    "sandbox.tmp_bytes": "sandbox.tmp",
+    "sandbox.output_bytes": "sandbox.output",
+}
+# upper bounds: past them a value is a typo, not a setting
+MAX_CONCURRENCY = 100_000
+_MAX_ATTEMPTS = 1_000
+_MAX_COUNT = 1_000_000
+_MAX_RETRIES = 1_000
+_MAX_SECONDS = 30 * 24 * 3600.0
+_MAX_CPUS = 4096.0
+_MAX_PIDS = 4_194_304  # the kernel's largest pid_max
 _MODEL_KEYS = {"id", "base_url", "key_env", "prices", "max_concurrency", "timeouts"}
+
+
+def spec_key(identity_path: str) -> str:
+    """The spec key a user writes for a path of the fingerprint's identity.
+
+    >>> spec_key("sandbox.memory_bytes"), spec_key("limits.model_turns")
+    ('sandbox.memory', 'limits.model_turns')
+    """
+    return _IDENTITY_TO_SPEC_KEYS.get(identity_path, identity_path)
 
 
 def _default(cls: type, name: str) -> Any:
@@ -463,6 +535,45 @@ def read_model(obj: object, *, source: str, where: str) -> ModelSpec:
     return parse_model_entry(_Reader(source), obj, where)
 
 
+def _placeholders(v: object, key: str) -> Iterator[tuple[str, str]]:
+    """(key path, value) of every placeholder in ``v``, in document order."""
+    if isinstance(v, str):
+        if is_placeholder(v):
+            yield key, v
+    elif isinstance(v, Mapping):
+        for k, x in v.items():
+            yield from _placeholders(x, f"{key}.{k}" if key else str(k))
+    elif isinstance(v, list):
+        for i, x in enumerate(v):
+            yield from _placeholders(x, f"{key}[{i}]")
+
+
+_FILL_HINTS = (
+    (re.compile(r"^release$"), "the release folder or URI (file://..., s3://...)"),
+    (re.compile(r"^store$"), "a folder or s3:// URI where the run's results go"),
+    (re.compile(r"\.prices\.input$"), "the model's price in USD per million input tokens"),
+    (
+        re.compile(r"\.prices\.cached_input$"),
+        "the model's price in USD per million cached input tokens",
+    ),
+    (re.compile(r"\.prices\.output$"), "the model's price in USD per million output tokens"),
+    (re.compile(r"\.model\.id$"), "the model id the endpoint serves"),
+    (re.compile(r"\.model\.base_url$"), "the endpoint's base URL (https://.../v1)"),
+    (re.compile(r"\.model\.key_env$"), "the NAME of the environment variable holding the key"),
+)
+
+
+def _fill_hint(key: str) -> str:
+    """What a placeholder at ``key`` stands for.
+
+    >>> _fill_hint("agents[2].model.prices.output")
+    "the model's price in USD per million output tokens"
+    >>> _fill_hint("sandbox.options.namespace")
+    'the real value'
+    """
+    return next((hint for pattern, hint in _FILL_HINTS if pattern.search(key)), "the real value")
+
+
 class _Reader:
     def __init__(self, source: str) -> None:
         self.source = source
@@ -487,15 +598,20 @@ class _Reader:
         self.fail(where, f"unknown key; {hint}allowed: {sorted(allowed)}{more}")
 
     def no_placeholders(self, v: object, key: str) -> None:
-        if isinstance(v, str):
-            if is_placeholder(v):
-                self.fail(key or "spec", f"{v!r} is a placeholder; put the real value here")
-        elif isinstance(v, Mapping):
-            for k, x in v.items():
-                self.no_placeholders(x, f"{key}.{k}" if key else str(k))
-        elif isinstance(v, list):
-            for i, x in enumerate(v):
-                self.no_placeholders(x, f"{key}[{i}]")
+        """Refuse every placeholder left in ``v`` at once: one line each, with what to put."""
+        found = list(_placeholders(v, key))
+        if not found:
+            return
+        lines = [
+            f"{self.source}: {k or 'spec'}: {x!r} is a placeholder; put {_fill_hint(k)} here"
+            for k, x in found
+        ]
+        if len(lines) == 1:
+            raise ConfigError(lines[0])
+        raise ConfigError(
+            f"{self.source}: {len(lines)} placeholders left to fill in:\n"
+            + "\n".join(f"  {line}" for line in lines)
+        )
 
     def string(self, v: object, key: str) -> str:
         if not isinstance(v, str) or not v.strip():
@@ -516,20 +632,31 @@ class _Reader:
             self.fail(key, f"must be a non-negative number, got {v!r}")
         return float(v)
 
-    def positive(self, v: object, key: str) -> float:
+    def positive(self, v: object, key: str, *, maximum: float | None = None) -> float:
         x = self.number(v, key)
         if x <= 0:
             self.fail(key, f"must be positive, got {v!r}")
+        if maximum is not None and x > maximum:
+            self.fail(key, f"{v!r} is more than the largest accepted value, {maximum:g}")
         return x
 
-    def size(self, v: object, key: str) -> int:
-        return parse_size(v, what=f"{self.source}: {key}")
+    def size(
+        self, d: Mapping[str, Any], name: str, default: int, section: str, *, minimum: int
+    ) -> int:
+        """``d[name]`` as bytes (a unit is required), or ``default`` when it is left out."""
+        if name not in d:
+            return default
+        return parse_size(d[name], what=f"{self.source}: {section}.{name}", minimum=minimum)
 
-    def positive_int(self, v: object, key: str, *, allow_zero: bool = False) -> int:
+    def positive_int(
+        self, v: object, key: str, *, allow_zero: bool = False, maximum: int | None = None
+    ) -> int:
         if isinstance(v, bool) or not isinstance(v, int) or v < (0 if allow_zero else 1):
             self.fail(
                 key, f"must be a {'non-negative' if allow_zero else 'positive'} integer, got {v!r}"
             )
+        if maximum is not None and v > maximum:
+            self.fail(key, f"{v!r} is more than the largest accepted value, {maximum}")
         return v
 
 
@@ -543,10 +670,12 @@ __all__ = [
     "agent_identity",
     "diff_identity",
     "fingerprint",
+    "format_size",
     "is_placeholder",
     "load_spec",
     "parse_size",
     "parse_spec",
     "read_model",
     "sandbox_identity",
+    "spec_key",
 ]

@@ -87,6 +87,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from dataspace.errors import ConfigError, SandboxClosedError, SandboxError
+from dataspace.limits import Limits, format_size
 from dataspace.sandbox import _cgroup, _procs, _seccomp, workbench
 from dataspace.sandbox._paths import OutputRoot
 from dataspace.sandbox.base import (
@@ -146,6 +147,14 @@ def _userns_blocker() -> str | None:
             if Path(path).read_text().strip() == bad:
                 return f"{path} is {bad}"
     return None
+
+
+def machine_memory_bytes() -> int:
+    """This host's physical memory in bytes (0 when the system does not say)."""
+    try:
+        return int(os.sysconf("SC_PAGE_SIZE")) * int(os.sysconf("SC_PHYS_PAGES"))
+    except (ValueError, OSError, AttributeError):
+        return 0
 
 
 class LocalBackend:
@@ -267,6 +276,21 @@ class LocalBackend:
     def create(self, spec: SandboxSpec) -> LocalSandbox:
         """Create and start one sandbox with ``spec.workspace`` bound at /workspace."""
         return LocalSandbox(self, spec)
+
+    def check_limits(self, limits: Limits) -> str:
+        """Refuse limits this host cannot give (memory above the machine's own).
+
+        Raises:
+            ConfigError: naming the spec key (``sandbox.memory``) and the largest value.
+        """
+        total = machine_memory_bytes()
+        if total and limits.memory_bytes > total:
+            raise ConfigError(
+                f"sandbox.memory: {format_size(limits.memory_bytes)} is more than this "
+                f"machine's memory ({format_size(total)}); set sandbox.memory to at most "
+                f"{total // 1024**3}g"
+            )
+        return f"memory {limits.memory_bytes // 1024**2} MiB of this machine's {total // 1024**2}"
 
     def sweep(self, labels: dict[str, str] | None = None) -> int:
         """Remove sandboxes whose controller process is gone; return how many.

@@ -156,6 +156,13 @@ def resolve_endpoint(explicit: str | None, environ: Mapping[str, str]) -> str | 
     return None
 
 
+def _is_connection_error(exc: BaseException) -> bool:
+    """A failure to reach the endpoint at all (refused, DNS, TLS, connect timeout)."""
+    from botocore.exceptions import ConnectionError as BotoConnectionError
+
+    return isinstance(exc, BotoConnectionError)
+
+
 def _error_info(exc: BaseException) -> tuple[str, int]:
     """The error code and HTTP status of a botocore ClientError (else ``("", 0)``)."""
     response = getattr(exc, "response", None)
@@ -362,7 +369,14 @@ class S3Store:
             return StoreError(
                 f"{where}: no S3 credentials found; set AWS_ACCESS_KEY_ID and "
                 "AWS_SECRET_ACCESS_KEY or AWS_PROFILE, or pass access_key_id and "
-                "secret_access_key"
+                f"secret_access_key{self._endpoint_hint()}"
+            )
+        hint = ""
+        if _is_connection_error(exc):
+            hint = (
+                f"; could not reach the S3 endpoint "
+                f"{self.options.endpoint_url or '(the AWS default)'}"
+                f"{self._endpoint_hint(reached=False)}"
             )
         if code:
             message = str(getattr(exc, "response", {}).get("Error", {}).get("Message", ""))
@@ -370,7 +384,23 @@ class S3Store:
         else:
             detail = f"{type(exc).__name__}: {exc}"
         times = "1 try" if tries == 1 else f"{tries} tries"
-        return StoreError(f"{where}: {op} failed after {times}: {detail}")
+        return StoreError(f"{where}: {op} failed after {times}: {detail}{hint}")
+
+    def _endpoint_hint(self, *, reached: bool = True) -> str:
+        """Where the endpoint comes from, for an error that may be a missing or wrong one."""
+        if self.options.endpoint_url is None:
+            return (
+                "; no S3 endpoint is configured, so AWS's own is used: for MinIO, Ceph or "
+                "another S3-compatible service set DATASPACE_S3_ENDPOINT (e.g. "
+                "http://minio:9000)"
+            )
+        if reached:
+            return ""
+        return (
+            "; check that the service runs there, or set DATASPACE_S3_ENDPOINT to its URL "
+            "(the endpoint comes from the store's endpoint_url option, else "
+            "DATASPACE_S3_ENDPOINT, else AWS_ENDPOINT_URL)"
+        )
 
     # -- writes ------------------------------------------------------------------------
 

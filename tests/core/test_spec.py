@@ -83,6 +83,8 @@ def test_fingerprint_ignores_concurrency_but_not_limits():
 
 def test_parse_size():
     assert parse_size("1GiB", what="x") == 1024**3
-    assert parse_size(1000, what="x") == 1000
+    assert parse_size("1000b", what="x") == 1000
+    with pytest.raises(ConfigError, match="x: 1000 has no unit; did you mean 1000g"):
+        parse_size(1000, what="x")  # a bare number was once read as bytes (issue 24)
     with pytest.raises(ConfigError):
         parse_size(True, what="x")

@@ -139,7 +139,7 @@ def test_report_on_a_run_in_progress_says_so(tmp_path, ray_dir):
                 os.killpg(proc.pid, signal.SIGKILL)
                 proc.wait()
     assert rep.returncode == 0, rep.stdout + rep.stderr
-    assert "Run r1 is in progress: partial results" in rep.stdout, rep.stdout
+    assert "Run r1 is running: partial results" in rep.stdout, rep.stdout
     assert proc.returncode == 0, out
     final = json.loads(summary_path.read_text())
     assert final["partial"] is False and final["finished"] == 3
