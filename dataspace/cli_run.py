@@ -186,13 +186,16 @@ def print_outcome(outcome: Any, *, started: float | None = None) -> None:
 
 
 def _unreachable_lines(outcome: Any) -> None:
-    """One line per agent whose attempts an unreachable endpoint ended, with the fix."""
+    """One line per agent whose attempts an unreachable endpoint ended, with the fix.
+
+    Under the official profile they finished ``runtime_error`` (a plain rerun keeps them);
+    under the extended one they are infrastructure errors; ``--retry`` reruns both.
+    """
     agents = outcome.summary.get("agents") or {}
-    finished: dict[str, int] = {}
+    counts: dict[str, int] = {}
     for r in outcome.unreachable:
-        if not r.status.is_unfinished:  # an infrastructure error is resumed by any rerun
-            finished[r.agent] = finished.get(r.agent, 0) + 1
-    for name, n in finished.items():
+        counts[r.agent] = counts.get(r.agent, 0) + 1
+    for name, n in counts.items():
         endpoint = (agents.get(name) or {}).get("endpoint") or "the model endpoint"
         print(
             f"{name}: {n} attempts ended endpoint_unreachable ({endpoint}): rerun with "
