@@ -156,10 +156,10 @@ __all__ = [
     "InfrastructureError",
     "NotFoundError",
     "ReleaseError",
+    "RunBusyError",
     "SandboxClosedError",
     "SandboxError",
     "SourceError",
-    "RunBusyError",
     "SpecChangedError",
     "StoreError",
 ]
