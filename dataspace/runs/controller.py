@@ -272,15 +272,17 @@ def _execute_leased(
     )
     skipped = {p.key: _skipped_row(spec, p, release) for p in plan if p.skip}
     finished, failures, journals = _load_state(store, layout, [p for p in plan if not p.skip])
-    if ENDPOINT_UNREACHABLE in retry:
-        retry_marked(store, layout, plan, finished, failures)
-    pending = [p for p in plan if p.key not in finished and p.key not in skipped]
-    emit(_plan_event(spec, plan, {**finished, **skipped}))
+    marked = {
+        k for k, r in finished.items() if ENDPOINT_UNREACHABLE in retry and r.endpoint_unreachable
+    }
+    kept = {k: r for k, r in finished.items() if k not in marked}
+    pending = [p for p in plan if p.key not in kept and p.key not in skipped]
+    emit(_plan_event(spec, plan, {**kept, **skipped}))
     logger.info(
         "run %s: %d attempts, %d finished, %d skipped, %d to run; %s",
         spec.run_id,
         len(plan),
-        len(finished),
+        len(kept),
         len(skipped),
         len(pending),
         counts.describe(),
@@ -297,6 +299,8 @@ def _execute_leased(
         report.raise_for_problems(f"run {spec.run_id}")
     if not recorded:
         _record_spec(store, layout, spec, identity)
+    if marked:  # after preflight: a failed check leaves the earlier tries where they were
+        retry_marked(store, layout, [p for p in plan if p.key in marked], finished, failures)
 
     run = _Run(
         spec=spec,

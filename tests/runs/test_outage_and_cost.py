@@ -169,7 +169,8 @@ def test_an_outage_mid_run_is_marked_and_rerun_with_retry(tmp_path, ray_dir):
 
 def test_a_run_stopped_mid_way_pays_every_call_and_leaves_no_scratch(tmp_path, ray_dir):
     """Guards interrupted attempts: their calls were missing from the cost and the spend
-    limit, and their ``/tmp/ds-attempt-*`` folders stayed behind.
+    limit (which then let a rerun spend past it), and their ``/tmp/ds-attempt-*`` folders
+    stayed behind.
     """
     tasks = ["task_1", "task_2", "task_3"]
     release = write_tiny_release(tmp_path / "release", tasks=3)
@@ -217,6 +218,21 @@ def test_a_run_stopped_mid_way_pays_every_call_and_leaves_no_scratch(tmp_path, r
         srv.kill()  # the held calls are never answered; the same server comes back
         srv.port_request = srv.port_request or _port(spec)
         srv.start()
+        # the spend limit counts the killed tries' calls too: what was spent is over it
+        spent = _run_cost(store)
+        capped = write_spec(
+            tmp_path / "capped.yaml",
+            release,
+            store,
+            [model_agent(srv.url)],
+            concurrency=2,
+            spend_limit_usd=round(spent * 0.75, 6),
+        )
+        served = len(srv.requests)
+        stopped = dataspace("run", str(capped), env=env)
+        assert stopped.returncode == 1, stopped.stdout + stopped.stderr
+        assert "no new attempts scheduled" in stopped.stdout, stopped.stdout
+        assert all(r.script == "*" for r in srv.requests[served:])  # only the preflight probe
         again = dataspace("run", str(spec), env=env)
     finally:
         srv.stop()
