@@ -139,6 +139,14 @@ def _parser() -> argparse.ArgumentParser:
     r.add_argument("spec", help="run spec (YAML or JSON)")
     r.add_argument("--concurrency", type=POSITIVE_INT, help="override the spec's concurrency")
     r.add_argument(
+        "--retry",
+        action="append",
+        default=[],
+        metavar="MARK",
+        help="also rerun the finished attempts so marked (endpoint_unreachable: an outage "
+        "of the model endpoint ended them); the earlier try is kept under tries/",
+    )
+    r.add_argument(
         "--release-cache",
         help="where a release given as a store URI is synced (default: $DATASPACE_RELEASE_CACHE "
         "or ~/.cache/dataspace/releases)",
@@ -282,9 +290,14 @@ def _cmd_run(args: argparse.Namespace) -> int:
         release_cache=args.release_cache,
     )
     with live_status(f"run {spec.run_id}") as progress:
-        outcome = execute_run(spec, progress=progress)
+        outcome = execute_run(spec, progress=progress, retry=_retry_marks(args.retry))
     print_outcome(outcome, started=t0)
     return exit_code(outcome)
+
+
+def _retry_marks(values: list[str]) -> tuple[str, ...]:
+    """``--retry a --retry b,c`` -> ``("a", "b", "c")``."""
+    return tuple(m.strip() for v in values for m in v.split(",") if m.strip())
 
 
 def _version() -> str:

@@ -22,8 +22,11 @@ EXIT_CODES_HELP = """exit codes:
   0  every planned attempt finished with an agent outcome (right or wrong)
   1  some attempt ended as an infrastructure error or was left unfinished (spend limit,
      an agent stopped after repeated infrastructure failures, Ctrl-C or SIGTERM, Ray
-     could not start); rerun the same command to resume
-  2  bad input: the spec, a flag, the release, or a preflight check (nothing was run)"""
+     could not start); rerun the same command to resume. Also when an attempt's end was
+     decided by an unreachable model endpoint (marked endpoint_unreachable): rerun with
+     --retry endpoint_unreachable
+  2  bad input: the spec, a flag, the release, or a preflight check (nothing was run);
+     or another invocation of the same run is live (its lease names it)"""
 
 
 def exit_code(outcome: Any) -> int:
@@ -117,6 +120,12 @@ def live_status(label: str) -> Iterator[Callable[[dict[str, Any]], None]]:
                 )
             elif kind is None and ev.get("agent") in tasks:
                 agent = ev["agent"]
+                if ev.get("endpoint_unreachable") and (agent, "unreachable") not in causes:
+                    causes.add((agent, "unreachable"))
+                    say(
+                        f"[yellow]{agent}: {ev['task_id']} ended {ev['status']}, the model "
+                        f"endpoint unreachable: {ev.get('error')}[/yellow]"
+                    )
                 stats[agent]["passed"] += 1 if ev.get("passed") else 0
                 stats[agent]["cost"] += float(ev.get("cost_usd") or 0.0)
                 bar.advance(tasks[agent])
@@ -174,9 +183,29 @@ def print_outcome(outcome: Any, *, started: float | None = None) -> None:
     print(f"results: {store.url_for(layout.key('results.parquet'))}")
     for p in paths:
         print(f"report:  {p}")
+    _unreachable_lines(outcome)
     _why_incomplete(outcome)
     if started is not None:
         print(f"this invocation took {time.monotonic() - started:.1f} s")
+
+
+def _unreachable_lines(outcome: Any) -> None:
+    """One line per agent whose attempts an unreachable endpoint ended, with the fix.
+
+    Under the official profile they finished ``runtime_error`` (a plain rerun keeps them);
+    under the extended one they are infrastructure errors; ``--retry`` reruns both.
+    """
+    agents = outcome.summary.get("agents") or {}
+    counts: dict[str, int] = {}
+    for r in outcome.unreachable:
+        counts[r.agent] = counts.get(r.agent, 0) + 1
+    for name, n in counts.items():
+        endpoint = (agents.get(name) or {}).get("endpoint") or "the model endpoint"
+        print(
+            f"{name}: {n} attempts ended endpoint_unreachable ({endpoint}): rerun with "
+            "--retry endpoint_unreachable",
+            file=sys.stderr,
+        )
 
 
 def _why_incomplete(outcome: Any) -> None:

@@ -7,7 +7,8 @@ fix the problem when there is something to fix. The CLI prints ``str(error)`` as
 
     DataSpaceError
     ├── ConfigError              bad run spec, models file, flags or environment
-    │   └── SpecChangedError     same run id, different spec fingerprint
+    │   ├── SpecChangedError     same run id, different spec fingerprint
+    │   └── RunBusyError         another live invocation holds the run's lease
     ├── ReleaseError             a release folder or one of its files is malformed
     ├── SourceError              a Text-to-SQL source item or database is unusable
     ├── BuildError               a builder stage rejected an item (carries stage + reason)
@@ -34,6 +35,10 @@ class ConfigError(DataSpaceError):
 
 class SpecChangedError(ConfigError):
     """A run id is reused with a spec whose fingerprint differs."""
+
+
+class RunBusyError(ConfigError):
+    """Another invocation of the same run holds its lease (``dataspace.runs.lease``)."""
 
 
 class ReleaseError(DataSpaceError):
@@ -151,6 +156,7 @@ __all__ = [
     "InfrastructureError",
     "NotFoundError",
     "ReleaseError",
+    "RunBusyError",
     "SandboxClosedError",
     "SandboxError",
     "SourceError",

@@ -123,6 +123,8 @@ class AgentResult:
         working_seconds: wall time minus time spent waiting on model retries.
         prediction: the scored file's snapshot taken at submit time, for harnesses that
             take one (otherwise the collected file at ``submitted_path`` is scored).
+        endpoint_unreachable: the end was decided by a model endpoint that could not be
+            reached past the profile's retries (the row is marked so; see ``ResultRow``).
     """
 
     end_state: str
@@ -133,6 +135,12 @@ class AgentResult:
     error: str | None = None
     working_seconds: float = 0.0
     prediction: PredictionSnapshot | None = None
+    endpoint_unreachable: bool = False
+
+
+UsageSink = Callable[[Usage], None]
+"""Called with an attempt's running usage after each model call completes, so that what a
+try spent is persisted before it ends (an attempt killed mid-way is still counted)."""
 
 
 class EventLog:
@@ -175,6 +183,8 @@ class AgentContext:
         settings: agent settings from the run spec (model, endpoint, prompts ...).
         relay_dir: the host folder bound into the sandbox at ``RELAY_DIR`` for a relay's
             Unix socket, when the agent asked for one (``sandbox_needs``); else None.
+        usage_sink: where the harness's metered client or relay reports its running usage
+            after each model call (``UsageSink``); None when nobody listens.
     """
 
     task: TaskInput
@@ -185,6 +195,7 @@ class AgentContext:
     oracle: Callable[[], bytes] | None = None
     settings: Mapping[str, Any] = field(default_factory=dict)
     relay_dir: Path | None = None
+    usage_sink: UsageSink | None = None
 
     def remaining(self) -> float:
         """Seconds left on the wall budget."""
@@ -218,4 +229,5 @@ __all__ = [
     "Limits",
     "SandboxNeeds",
     "Usage",
+    "UsageSink",
 ]

@@ -183,6 +183,7 @@ class DataSpaceAgent:
             retry=retry,
             timeout_is_deadline=not rules.request_timeout_is_remaining_wall_time,
             events=ctx.events,
+            on_call=ctx.usage_sink,
         )
         tools = ToolBox(
             ctx.sandbox,
@@ -243,6 +244,7 @@ class DataSpaceAgent:
         submitted: str | None = None
         snapshot: PredictionSnapshot | None = None
         error: str | None = None
+        unreachable = False
         try:
             while status is None:
                 if self._cancel.is_set():
@@ -265,6 +267,7 @@ class DataSpaceAgent:
                     break
                 except ModelRequestError as exc:
                     status, error = "runtime_error", str(exc)[:500]
+                    unreachable = exc.unreachable
                     break
                 turns += 1
                 ctx.events.emit(
@@ -373,6 +376,7 @@ class DataSpaceAgent:
             error=error,
             working_seconds=working,
             prediction=snapshot,
+            endpoint_unreachable=unreachable,
         )
 
 

@@ -212,6 +212,7 @@ class SmolagentsAgent:
             request_timeout=request_timeout,
             retry=retry,
             events=ctx.events,
+            on_call=ctx.usage_sink,
         )
         lim = ctx.limits
 

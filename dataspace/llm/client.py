@@ -46,6 +46,7 @@ from dataspace.errors import AgentError, ConfigError, InfrastructureError
 from dataspace.llm.limiter import Limiter, model_limiter
 from dataspace.llm.usage import Prices, TokenCounts, cost_usd, token_counts
 from dataspace.runs.spec import DEFAULT_CONNECT_TIMEOUT
+from dataspace.runs.status import ENDPOINT_UNREACHABLE
 
 logger = logging.getLogger(__name__)
 
@@ -58,10 +59,19 @@ profile; the official one uses the attempt's remaining wall time)."""
 
 
 class ModelRequestError(AgentError):
-    """The endpoint refused the request itself (4xx other than auth/rate limits)."""
+    """The endpoint refused the request itself (4xx other than auth/rate limits).
 
-    def __init__(self, message: str, *, status: int | None = None) -> None:
+    Under the official profile it also ends a call whose retries ran out; ``unreachable``
+    then says the last try never got an answer (refused, reset, DNS, TLS, a timeout before
+    any byte): the row keeps the official ``runtime_error`` and is marked
+    ``endpoint_unreachable``.
+    """
+
+    def __init__(
+        self, message: str, *, status: int | None = None, unreachable: bool = False
+    ) -> None:
         self.status = status
+        self.unreachable = unreachable
         super().__init__(message)
 
 
@@ -333,6 +343,8 @@ class MeteredClient:
         limiter: the concurrency limiter; default: the endpoint's (Ray-wide under Ray).
         api_key: the key itself; default: read from the environment variable ``key_env``.
         sleep: the sleep function (tests may speed it up).
+        on_call: called with the running usage after each successful call (the attempt
+            persists it at once, so a try killed mid-way is still counted).
     """
 
     def __init__(
@@ -350,8 +362,10 @@ class MeteredClient:
         limiter: Limiter | None = None,
         api_key: str | None = None,
         sleep: Callable[[float], None] = time.sleep,
+        on_call: Callable[[Usage], None] | None = None,
     ) -> None:
         self.model = model
+        self.on_call = on_call
         self.prices = Prices.of(model)
         self.max_output_tokens = max_output_tokens
         self.temperature = temperature
@@ -414,6 +428,7 @@ class MeteredClient:
         """
         retries = 0
         connect_failures = 0
+        unreachable = False  # the last try got no HTTP answer at all
         retry_seconds = 0.0
         queue_seconds = 0.0
         while True:
@@ -439,10 +454,13 @@ class MeteredClient:
                         f"model call did not finish in the {timeout:.0f} s left"
                     ) from exc
                 failure = f"timeout after {timeout:.0f} s"
+                unreachable = True
             except _Connection as exc:
                 failure = f"connection error: {exc}"
                 connect_failures += 1 if exc.connect else 0
+                unreachable = True
             else:
+                unreachable = False
                 if 200 <= status < 300:
                     try:
                         payload = validate(json.loads(content))
@@ -477,19 +495,20 @@ class MeteredClient:
                 raise InfrastructureError(
                     f"model endpoint {self.model.base_url or 'default'} cannot be reached "
                     f"({connect_failures} tries): {failure} (check base_url and the network)",
-                    code="model_endpoint",
+                    code=ENDPOINT_UNREACHABLE,
                 )
             if retries > self.retry.max_retries:
                 self._add_failed(retries - 1, retry_seconds + elapsed, queue_seconds)
                 if self.retry.exhausted_is_agent_error:
                     raise ModelRequestError(
                         f"model endpoint {self.model.base_url or 'default'} "
-                        f"({self.model.id}) failed {retries} times; last: {failure}"
+                        f"({self.model.id}) failed {retries} times; last: {failure}",
+                        unreachable=unreachable,
                     )
                 raise InfrastructureError(
                     f"model endpoint {self.model.base_url or 'default'} ({self.model.id}) "
                     f"failed {retries} times; last: {failure}",
-                    code="model_endpoint",
+                    code=ENDPOINT_UNREACHABLE if unreachable else "model_endpoint",
                 )
             delay = self.retry.delay(retries, retry_after)
             logger.info("model call failed (%s); retry %d in %.2f s", failure, retries, delay)
@@ -587,6 +606,8 @@ class MeteredClient:
                 retry_seconds=round(retry_seconds, 6),
                 queue_seconds=round(queue_seconds, 6),
             )
+        if self.on_call is not None:
+            self.on_call(self.snapshot())
         return call
 
     def _add_failed(self, retries: int, retry_seconds: float, queue_seconds: float) -> None:

@@ -284,6 +284,8 @@ class WireRelay:
         max_images: ``messages`` only: images kept per request.
         time_left: seconds of working time left (None: unbounded); past it calls get 504.
         request_timeout: seconds one upstream request may take.
+        on_call: called with the running usage after each metered reply (the attempt
+            persists it at once, so a try killed mid-way is still counted).
     """
 
     def __init__(
@@ -299,6 +301,7 @@ class WireRelay:
         max_images: int = MAX_IMAGES,
         time_left: Callable[[], float] | None = None,
         request_timeout: float = 900.0,
+        on_call: Callable[[Usage], None] | None = None,
     ) -> None:
         if wire not in WIRES:
             raise ValueError(f"wire must be one of {WIRES}, got {wire!r}")
@@ -317,6 +320,7 @@ class WireRelay:
         self.max_images = max_images
         self.time_left = time_left
         self.request_timeout = request_timeout
+        self.on_call = on_call  # the running usage after each metered reply (persisted)
         self.prices = Prices.of(model)
         self.limiter = model_limiter(upstream_base, model)
         self.usage = Usage()
@@ -523,6 +527,9 @@ class WireRelay:
             if call and call.model:
                 self.reply_models.add(call.model)
             self.finishes.append(call.finish if call else f"http_{status}")
+            running = Usage(**u.to_dict()) if status == 200 else None
+        if running is not None and self.on_call is not None:
+            self.on_call(running)
         if self.events is not None:
             sent = json.dumps(req, ensure_ascii=False)
             self.events.emit(

@@ -14,8 +14,10 @@ import logging
 import shutil
 import socket
 import tempfile
+import threading
 import time
-from collections.abc import Mapping
+import uuid
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -54,8 +56,76 @@ class AttemptRequest:
     key_holder: Any = None  # the controller's KeyHolder actor (dataspace.runs.keys), if any
 
 
+SCRATCH_PREFIX = "ds-attempt-"
+
+
+def scratch_prefix(key: str) -> str:
+    """The name every scratch folder of the attempt with content key ``key`` starts with.
+
+    >>> scratch_prefix("0123456789abcdef0123")
+    'ds-attempt-0123456789abcdef0123-'
+    """
+    return f"{SCRATCH_PREFIX}{key}-"
+
+
+def sweep_scratch(keys: Iterable[str], tmp: str | None = None) -> int:
+    """Remove this host's scratch folders of the given attempts (their workers are gone).
+
+    A worker removes its own folder on every way out it lives through; this removes what a
+    worker killed outright (a Ray worker stopped with its run) left in ``tmp`` (default:
+    ``tempfile.gettempdir()``). Returns how many folders were removed.
+    """
+    root = Path(tmp or tempfile.gettempdir())
+    removed = 0
+    for key in keys:
+        for path in root.glob(scratch_prefix(key) + "*"):
+            if path.is_dir() and not path.is_symlink():
+                shutil.rmtree(path, ignore_errors=True)
+                removed += 1
+    return removed
+
+
+class _UsageJournal:
+    """Persists a try's running usage after each model call (``UsageSink``).
+
+    ``attempts/<agent>/<task>/<n>/usage/<try_id>.json`` is rewritten with the running totals,
+    so what a try spent is in the store even when it never ends (killed with its run); the
+    controller adds the journals of a finished attempt's earlier tries to its cost.
+    """
+
+    def __init__(self, store: Any, key: str, head: Mapping[str, Any]) -> None:
+        self.store = store
+        self.key = key
+        self.head = dict(head)
+        self._lock = threading.Lock()
+        self._calls = -1
+
+    def __call__(self, usage: Any) -> None:
+        doc = {**self.head, "updated_at": time.time(), "usage": usage.to_dict()}
+        with self._lock:
+            if usage.model_calls < self._calls:  # a late writer with older totals
+                return
+            self._calls = usage.model_calls
+            try:
+                self.store.put_bytes(self.key, _dumps(doc))
+            except StoreError:
+                logger.warning("could not persist the usage of %s", self.key, exc_info=True)
+
+
 def run_attempt(req: AttemptRequest) -> ResultRow:
-    """Run one attempt and write its files; return its results row."""
+    """Run one attempt and write its files; return its results row.
+
+    Its scratch folder (``$TMPDIR/ds-attempt-<key>-*``) is removed on every way out: a
+    result, an exception, a cancellation (``KeyboardInterrupt``).
+    """
+    workdir = Path(tempfile.mkdtemp(prefix=f"{scratch_prefix(req.key)}{req.task_id}-"))
+    try:
+        return _run_attempt(req, workdir)
+    finally:
+        shutil.rmtree(workdir, ignore_errors=True)
+
+
+def _run_attempt(req: AttemptRequest, workdir: Path) -> ResultRow:
     from dataspace.agents import AgentContext, EventLog, get_agent
     from dataspace.release import Release
     from dataspace.sandbox import SandboxSpec, get_backend
@@ -65,6 +135,7 @@ def run_attempt(req: AttemptRequest) -> ResultRow:
     phases: dict[str, float] = {"queue": max(0.0, t_start - req.submitted_at)}
     layout = RunLayout(run_id=req.run_id)
     adir = layout.attempt(req.agent.name, req.task_id, req.attempt)
+    try_id = uuid.uuid4().hex[:16]
     try:
         store = open_store(req.store_uri)
         _clear_partial(store, adir)
@@ -73,7 +144,18 @@ def run_attempt(req: AttemptRequest) -> ResultRow:
 
     release = Release(req.release_root)
     task = release.task(req.task_id)
-    workdir = Path(tempfile.mkdtemp(prefix=f"ds-attempt-{req.task_id}-"))
+    journal = _UsageJournal(
+        store,
+        layout.usage(req.agent.name, req.task_id, req.attempt, try_id),
+        {
+            "schema_version": "1.0",
+            "key": req.key,
+            "try_id": try_id,
+            "try_index": req.try_index,
+            "host": socket.gethostname(),
+            "started_at": t_start,
+        },
+    )
     events = EventLog(workdir / "events.jsonl")
     events.emit(
         "attempt_start",
@@ -140,6 +222,7 @@ def run_attempt(req: AttemptRequest) -> ResultRow:
             oracle=oracle,
             settings=settings,
             relay_dir=relay_dir,
+            usage_sink=journal,
         )
         key_env = req.agent.model.key_env if req.agent.model else None
         try:
@@ -174,68 +257,63 @@ def run_attempt(req: AttemptRequest) -> ResultRow:
                 logger.exception("closing the sandbox of %s failed", req.task_id)
         events.close()
 
-    try:
-        if result.prediction is not None:  # the bytes taken when the answer was accepted
-            prediction, pred_problem = _snapshot_prediction(result.prediction, workdir)
-        else:
-            prediction, pred_problem = _submitted_prediction(result.submitted_path, outdir)
-        t = time.monotonic()
-        verdict = _score(
-            release,
-            req.task_id,
-            prediction if result.end_state == "submitted" else None,
-            pred_problem,
-        )
-        phases["evaluation"] = time.monotonic() - t
+    if result.prediction is not None:  # the bytes taken when the answer was accepted
+        prediction, pred_problem = _snapshot_prediction(result.prediction, workdir)
+    else:
+        prediction, pred_problem = _submitted_prediction(result.submitted_path, outdir)
+    t = time.monotonic()
+    verdict = _score(
+        release,
+        req.task_id,
+        prediction if result.end_state == "submitted" else None,
+        pred_problem,
+    )
+    phases["evaluation"] = time.monotonic() - t
 
-        usage = result.usage.to_dict()
-        t = time.monotonic()
-        meta = {
-            "schema_version": "1.0",
-            "run_id": req.run_id,
-            "key": req.key,
-            "agent": req.agent.name,
-            "harness": req.agent.harness,
-            "model": req.agent.model.id if req.agent.model else None,
-            "task_id": req.task_id,
-            "attempt": req.attempt,
-            "try_index": req.try_index,
-            "infra_failures": list(req.prior_failures),
-            "host": socket.gethostname(),
-            "started_at": t_start,
-            "end_state": result.end_state,
-            "error": result.error,
-            "submitted_path": result.submitted_path,
-            "scored_path": result.prediction.path if result.prediction else None,
-            "scored_sha256": result.prediction.sha256 if result.prediction else None,
-            "prediction_problem": pred_problem,
-            "model_turns": result.model_turns,
-            "tool_actions": result.tool_actions,
-            "usage": usage,
-            "sandbox": sandbox_info,
-        }
-        try:
-            store.put_file(f"{adir}/events.jsonl", workdir / "events.jsonl")
-            if prediction is not None:
-                store.put_file(f"{adir}/output/{PREDICTION_NAME}", prediction)
-                store.put_file(
-                    layout.prediction(req.agent.name, req.task_id, req.attempt), prediction
-                )
-            phases["upload"] = time.monotonic() - t
-            wall = time.time() - t_start
-            meta["phases"] = phases
-            meta["wall_seconds"] = wall
-            meta["working_seconds"] = result.working_seconds
-            store.put_bytes(f"{adir}/run.json", _dumps(meta))
-            row = _row(req, meta, verdict, release)
-            store.put_bytes(f"{adir}/result.json", _dumps(row.to_dict()), overwrite=False)
-        except StoreError as exc:
-            raise InfrastructureError(
-                f"upload to {req.store_uri} failed: {exc}", code="store"
-            ) from exc
-        return row
-    finally:
-        shutil.rmtree(workdir, ignore_errors=True)
+    usage = result.usage.to_dict()
+    t = time.monotonic()
+    meta = {
+        "schema_version": "1.0",
+        "run_id": req.run_id,
+        "key": req.key,
+        "try_id": try_id,
+        "agent": req.agent.name,
+        "harness": req.agent.harness,
+        "model": req.agent.model.id if req.agent.model else None,
+        "task_id": req.task_id,
+        "attempt": req.attempt,
+        "try_index": req.try_index,
+        "infra_failures": list(req.prior_failures),
+        "host": socket.gethostname(),
+        "started_at": t_start,
+        "end_state": result.end_state,
+        "error": result.error,
+        "endpoint_unreachable": result.endpoint_unreachable,
+        "submitted_path": result.submitted_path,
+        "scored_path": result.prediction.path if result.prediction else None,
+        "scored_sha256": result.prediction.sha256 if result.prediction else None,
+        "prediction_problem": pred_problem,
+        "model_turns": result.model_turns,
+        "tool_actions": result.tool_actions,
+        "usage": usage,
+        "sandbox": sandbox_info,
+    }
+    try:
+        store.put_file(f"{adir}/events.jsonl", workdir / "events.jsonl")
+        if prediction is not None:
+            store.put_file(f"{adir}/output/{PREDICTION_NAME}", prediction)
+            store.put_file(layout.prediction(req.agent.name, req.task_id, req.attempt), prediction)
+        phases["upload"] = time.monotonic() - t
+        wall = time.time() - t_start
+        meta["phases"] = phases
+        meta["wall_seconds"] = wall
+        meta["working_seconds"] = result.working_seconds
+        store.put_bytes(f"{adir}/run.json", _dumps(meta))
+        row = _row(req, meta, verdict, release)
+        store.put_bytes(f"{adir}/result.json", _dumps(row.to_dict()), overwrite=False)
+    except StoreError as exc:
+        raise InfrastructureError(f"upload to {req.store_uri} failed: {exc}", code="store") from exc
+    return row
 
 
 def _sandbox_fault(message: str, exc: SandboxError) -> InfrastructureError:
@@ -246,7 +324,8 @@ def _sandbox_fault(message: str, exc: SandboxError) -> InfrastructureError:
 def _clear_partial(store: Any, adir: str) -> None:
     """Remove files of an earlier try that died before writing result.json."""
     for key in list(store.list(adir + "/")):
-        if "/infra/" not in key[len(adir) :]:
+        rel = key[len(adir) :]
+        if not rel.startswith(("/infra/", "/usage/")):  # records of earlier tries stay
             store.delete(key)
 
 
@@ -332,6 +411,8 @@ def _row(
         working_seconds=meta["working_seconds"],
         phases=meta["phases"],
         sandbox_enforcement=str(meta["sandbox"].get("enforcement", "")),
+        endpoint_unreachable=bool(meta["endpoint_unreachable"]),
+        try_id=meta["try_id"],
     )
 
 
@@ -361,4 +442,12 @@ def infra_record(req: AttemptRequest, error: BaseException | str, *, code: str) 
     return {"try_index": req.try_index, "code": code, "error": str(error)[:1000], "at": time.time()}
 
 
-__all__ = ["AttemptRequest", "infra_record", "request_identity", "run_attempt"]
+__all__ = [
+    "SCRATCH_PREFIX",
+    "AttemptRequest",
+    "infra_record",
+    "request_identity",
+    "run_attempt",
+    "scratch_prefix",
+    "sweep_scratch",
+]

@@ -34,6 +34,7 @@ run but recorded as ``skipped``, so the run and its report still show every task
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import time
@@ -49,9 +50,10 @@ from dataspace.errors import (
     SpecChangedError,
 )
 from dataspace.release import Release
-from dataspace.runs.attempt import AttemptRequest, infra_record, run_attempt
+from dataspace.runs.attempt import AttemptRequest, infra_record, run_attempt, sweep_scratch
 from dataspace.runs.keys import controller_keys, start_key_holder, stop_key_holder
 from dataspace.runs.layout import RunLayout
+from dataspace.runs.lease import RunLease, lease_seconds
 from dataspace.runs.preflight import check_agents, check_backend_name
 from dataspace.runs.results import ResultRow, row_identity
 from dataspace.runs.spec import (
@@ -62,7 +64,7 @@ from dataspace.runs.spec import (
     sandbox_identity,
     spec_key,
 )
-from dataspace.runs.status import UNFINISHED_STATUSES, AttemptStatus
+from dataspace.runs.status import ENDPOINT_UNREACHABLE, UNFINISHED_STATUSES, AttemptStatus
 
 logger = logging.getLogger(__name__)
 
@@ -70,6 +72,8 @@ ProgressFn = Callable[[dict[str, Any]], None]
 UNFINISHED = UNFINISHED_STATUSES
 STATUS_INTERVAL = 5.0
 SKIPPED = AttemptStatus.SKIPPED.value  # an oracle attempt on a task without gold (never run)
+RETRYABLE_MARKS = (ENDPOINT_UNREACHABLE,)  # what ``--retry`` accepts
+CANCEL_GRACE_SECONDS = 10.0  # an interrupted worker's time to close its sandbox and scratch
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -115,9 +119,14 @@ class RunOutcome:
         return [r for r in self.rows if r.status.is_unfinished]
 
     @property
+    def unreachable(self) -> list[ResultRow]:
+        """Rows whose end an unreachable model endpoint decided (``--retry`` reruns them)."""
+        return [r for r in self.rows if r.endpoint_unreachable]
+
+    @property
     def complete(self) -> bool:
-        """True when every planned attempt finished with an agent outcome."""
-        return not self.unfinished and not self.interrupted
+        """True when every planned attempt finished with an agent outcome of its own."""
+        return not self.unfinished and not self.interrupted and not self.unreachable
 
 
 def plan_attempts(
@@ -169,6 +178,8 @@ def execute_run(
     preflight: bool = True,
     status_interval: float = STATUS_INTERVAL,
     sweep: bool = True,
+    retry: Sequence[str] = (),
+    lease_ttl: float | None = None,
 ) -> RunOutcome:
     """Run (or resume) every attempt of ``spec`` and write results and summary.
 
@@ -182,10 +193,15 @@ def execute_run(
         status_interval: seconds between rewrites of the partial results.
         sweep: delete this run's leftover sandboxes (by its ``run`` label) before the
             attempts start and after the last one ended, when none of them is in flight.
+        retry: marks of finished attempts to run again (``RETRYABLE_MARKS``: only
+            ``endpoint_unreachable``); the earlier try is kept (see ``retry_marked``).
+        lease_ttl: seconds after which another invocation takes over this one's lease if
+            it stops renewing it (default ``dataspace.runs.lease.lease_seconds()``).
 
     Raises:
-        ConfigError: bad spec, changed spec (``SpecChangedError``) or failed preflight
-            (``PreflightError``); nothing was recorded.
+        ConfigError: bad spec, changed spec (``SpecChangedError``), failed preflight
+            (``PreflightError``): nothing was recorded; or another invocation of the run
+            is live (``RunBusyError``, naming it).
     """
     from dataspace.store import open_store
 
@@ -213,7 +229,55 @@ def execute_run(
     identity = spec.identity(release.fingerprint())
     identity["runtime"] = _runtime_identity(spec)
     recorded = _check_recorded(store, layout, spec, identity)
+    unknown_marks = sorted(set(retry) - set(RETRYABLE_MARKS))
+    if unknown_marks:
+        raise ConfigError(
+            f"--retry {','.join(unknown_marks)}: unknown; what can be retried: "
+            f"{', '.join(RETRYABLE_MARKS)}"
+        )
+    lease = RunLease(store, layout, ttl=lease_seconds() if lease_ttl is None else lease_ttl)
+    lease.acquire()  # before the state is read: nobody else changes it from now on
+    lease.start_renewing()
+    try:
+        return _execute_leased(
+            spec,
+            store=store,
+            layout=layout,
+            release=release,
+            task_ids=task_ids,
+            identity=identity,
+            recorded=recorded,
+            emit=emit,
+            t0=t0,
+            ray_init=ray_init,
+            preflight=preflight,
+            status_interval=status_interval,
+            retry=tuple(retry),
+            lease=lease,
+            sweep=sweep,
+        )
+    finally:
+        lease.release()
 
+
+def _execute_leased(
+    spec: RunSpec,
+    *,
+    store: Any,
+    layout: RunLayout,
+    release: Release,
+    task_ids: list[str],
+    identity: dict[str, Any],
+    recorded: bool,
+    emit: ProgressFn,
+    t0: float,
+    ray_init: dict[str, Any] | None,
+    preflight: bool,
+    status_interval: float,
+    retry: tuple[str, ...],
+    lease: RunLease,
+    sweep: bool,
+) -> RunOutcome:
     counts = release.counts(task_ids)
     plan = plan_attempts(
         spec,
@@ -222,14 +286,18 @@ def execute_run(
         oracle_agents=_oracle_agents(spec),
     )
     skipped = {p.key: _skipped_row(spec, p, release) for p in plan if p.skip}
-    finished, failures = _load_state(store, layout, [p for p in plan if not p.skip])
-    pending = [p for p in plan if p.key not in finished and p.key not in skipped]
-    emit(_plan_event(spec, plan, {**finished, **skipped}))
+    finished, failures, journals = _load_state(store, layout, [p for p in plan if not p.skip])
+    marked = {
+        k for k, r in finished.items() if ENDPOINT_UNREACHABLE in retry and r.endpoint_unreachable
+    }
+    kept = {k: r for k, r in finished.items() if k not in marked}
+    pending = [p for p in plan if p.key not in kept and p.key not in skipped]
+    emit(_plan_event(spec, plan, {**kept, **skipped}))
     logger.info(
         "run %s: %d attempts, %d finished, %d skipped, %d to run; %s",
         spec.run_id,
         len(plan),
-        len(finished),
+        len(kept),
         len(skipped),
         len(pending),
         counts.describe(),
@@ -246,6 +314,8 @@ def execute_run(
         report.raise_for_problems(f"run {spec.run_id}")
     if not recorded:
         _record_spec(store, layout, spec, identity)
+    if marked:  # after preflight: a failed check leaves the earlier tries where they were
+        retry_marked(store, layout, [p for p in plan if p.key in marked], finished, failures)
 
     run = _Run(
         spec=spec,
@@ -257,6 +327,8 @@ def execute_run(
         failures=failures,
         emit=emit,
         invocations=_prior_invocations(store, layout),
+        journals=journals,
+        lease=lease,
         t0=t0,
         status_interval=status_interval,
         preflight_cost=report.cost_usd if report else 0.0,
@@ -274,6 +346,10 @@ def execute_run(
     finally:
         if pending and sweep:
             swept += sweep_run(spec)
+        sweep_scratch(run.scheduled)  # what workers killed outright left on this host
+    if lease.lost.is_set():
+        run.interrupted = True
+    run.refresh_journals(run.scheduled)  # what every try of this invocation spent
     all_rows, summary = run.write(partial=run.interrupted)
     return RunOutcome(
         run_id=spec.run_id,
@@ -423,16 +499,23 @@ def _record_spec(store: Any, layout: RunLayout, spec: RunSpec, identity: dict[st
 
 def _load_state(
     store: Any, layout: RunLayout, plan: list[PlannedAttempt]
-) -> tuple[dict[str, ResultRow], dict[str, list[dict[str, Any]]]]:
-    """Finished rows and recorded infrastructure failures by attempt key (one listing)."""
+) -> tuple[dict[str, ResultRow], dict[str, list[dict[str, Any]]], dict[str, Journals]]:
+    """Finished rows, infrastructure failures and usage journals by attempt key (one listing)."""
     by_dir = {layout.attempt(p.agent, p.task_id, p.attempt): p for p in plan}
     finished: dict[str, ResultRow] = {}
     failures: dict[str, list[dict[str, Any]]] = {}
     infra_keys: dict[str, list[str]] = {}
+    journals: dict[str, Journals] = {}
     for key in store.list(f"{layout.prefix}/attempts/"):
         adir, _, rest = key.rpartition("/infra/")
         if adir in by_dir and rest.startswith("try_"):
             infra_keys.setdefault(by_dir[adir].key, []).append(key)
+            continue
+        adir, _, rest = key.rpartition("/usage/")
+        if adir in by_dir and rest.endswith(".json"):
+            doc = _read_journal(store, key)
+            if doc is not None:
+                journals.setdefault(by_dir[adir].key, {})[rest[: -len(".json")]] = doc
             continue
         if key.endswith("/result.json"):
             p = by_dir.get(key[: -len("/result.json")])
@@ -444,7 +527,110 @@ def _load_state(
     for k, keys in infra_keys.items():
         recs = [json.loads(store.get_bytes(x)) for x in keys]
         failures[k] = sorted(recs, key=lambda r: r.get("try_index", 0))
-    return finished, failures
+    return finished, failures, journals
+
+
+Journals = dict[str, dict[str, Any]]
+"""One attempt's usage journals: try id -> the journal (``dataspace.runs.attempt``)."""
+
+
+def _read_journal(store: Any, key: str) -> dict[str, Any] | None:
+    try:
+        doc = json.loads(store.get_bytes(key))
+    except (NotFoundError, ValueError):
+        return None
+    return doc if isinstance(doc, dict) and isinstance(doc.get("usage"), dict) else None
+
+
+def journal_cost(spec: RunSpec, agent: str, docs: Mapping[str, Mapping[str, Any]]) -> float:
+    """What the given tries spent, from their journals' tokens at the spec's prices."""
+    from dataspace.llm.usage import Prices, TokenCounts, cost_usd
+
+    a = next((x for x in spec.agents if x.name == agent), None)
+    total = 0.0
+    for doc in docs.values():
+        u = doc["usage"]
+        if a is None or a.model is None:
+            total += float(u.get("cost_usd") or 0.0)
+            continue
+        tokens = TokenCounts(
+            input_tokens=int(u.get("input_tokens") or 0),
+            cached_input_tokens=int(u.get("cached_input_tokens") or 0),
+            output_tokens=int(u.get("output_tokens") or 0),
+        )
+        total += cost_usd(tokens, Prices.of(a.model))
+    return total
+
+
+def retry_marked(
+    store: Any,
+    layout: RunLayout,
+    plan: list[PlannedAttempt],
+    finished: dict[str, ResultRow],
+    failures: dict[str, list[dict[str, Any]]],
+) -> list[PlannedAttempt]:
+    """Make the finished attempts marked ``endpoint_unreachable`` pending again.
+
+    The store's write-once rule holds: the earlier try's files are first copied, unchanged,
+    to ``tries/<agent>/<task>/<n>/try_<k>/`` (write-once), an infrastructure record
+    ``infra/try_<k>.json`` (code ``endpoint_unreachable``, naming the copy) is written, and
+    only then are they removed from the attempt's folder, ``result.json`` first. A rerun
+    then counts the attempt once, its row saying how often it was retried; the earlier
+    try's usage journal stays, so its cost is still counted. Interrupted half-way, the next
+    invocation finishes the move. Returns the attempts made pending.
+    """
+    from dataspace.errors import AlreadyExistsError
+
+    out = []
+    for p in plan:
+        row = finished.get(p.key)
+        if row is None or not row.endpoint_unreachable:
+            continue
+        adir = layout.attempt(p.agent, p.task_id, p.attempt)
+        prior = failures.setdefault(p.key, [])
+        done = next((r for r in prior if row.try_id and r.get("try_id") == row.try_id), None)
+        k = int(done["try_index"]) if done else len(prior)
+        dest = layout.tried(p.agent, p.task_id, p.attempt, k)
+        moved = [
+            key
+            for key in store.list(adir + "/")
+            if not key[len(adir) :].startswith(("/infra/", "/usage/"))
+        ]
+        pred = layout.prediction(p.agent, p.task_id, p.attempt)
+        for key, rel in [(k_, k_[len(adir) + 1 :]) for k_ in moved] + (
+            [(pred, "predictions/prediction.csv")] if store.exists(pred) else []
+        ):
+            with contextlib.suppress(AlreadyExistsError):  # copied by a run stopped half-way
+                store.put_bytes(f"{dest}/{rel}", store.get_bytes(key), overwrite=False)
+        if done is None:
+            rec = {
+                "try_index": k,
+                "code": ENDPOINT_UNREACHABLE,
+                "error": str(row.error or "")[:1000],
+                "at": time.time(),
+                "try_id": row.try_id,
+                "kept_at": dest,
+            }
+            store.put_bytes(
+                layout.infra(p.agent, p.task_id, p.attempt, k),
+                json.dumps(rec).encode(),
+                overwrite=False,
+            )
+            prior.append(rec)
+        for key in sorted(moved, key=lambda x: not x.endswith("/result.json")):
+            store.delete(key)
+        if store.exists(pred):
+            store.delete(pred)
+        del finished[p.key]
+        out.append(p)
+        logger.info(
+            "attempt %s/%s/%d: rerun (endpoint_unreachable); earlier try kept in %s",
+            p.agent,
+            p.task_id,
+            p.attempt,
+            dest,
+        )
+    return out
 
 
 def _prior_invocations(store: Any, layout: RunLayout) -> list[dict[str, Any]]:
@@ -497,7 +683,46 @@ class _Run:
     in_a_row: dict[str, int] = field(default_factory=dict)
     stopped_for_spend: bool = False
     interrupted: bool = False
+    journals: dict[str, Journals] = field(default_factory=dict)
+    lease: RunLease | None = None
+    scheduled: set[str] = field(default_factory=set)  # attempt keys sent to workers
     _last_write: float = 0.0
+
+    # ---- what was spent -----------------------------------------------------------------
+    def refresh_journals(self, keys: set[str] | list[str]) -> None:
+        """Read again the usage journals of these attempts (tries running or just ended)."""
+        by_key = {p.key: p for p in self.plan}
+        for key in keys:
+            p = by_key.get(key)
+            if p is None:
+                continue
+            folder = f"{self.layout.attempt(p.agent, p.task_id, p.attempt)}/usage/"
+            found: Journals = {}
+            for k in self.store.list(folder):
+                doc = _read_journal(self.store, k)
+                if doc is not None and k.endswith(".json"):
+                    found[k[len(folder) : -len(".json")]] = doc
+            self.journals[key] = found
+
+    def _earlier(self, p: PlannedAttempt) -> float | None:
+        """What the attempt's tries other than its finished one spent (None: no journal)."""
+        docs = self.journals.get(p.key) or {}
+        row = self.rows.get(p.key)
+        if row is not None:
+            docs = {t: d for t, d in docs.items() if t != row.try_id}
+        if not docs:
+            return None
+        return journal_cost(self.spec, p.agent, docs)
+
+    def spent(self) -> float:
+        """Every model call of the run so far: finished tries, earlier and running ones."""
+        total = 0.0
+        for p in self.plan:
+            row = self.rows.get(p.key)
+            if row is not None:
+                total += float(price_row(self.spec, row).cost_usd or 0.0)
+            total += self._earlier(p) or 0.0
+        return total
 
     # ---- scheduling ---------------------------------------------------------------------
     def fan_out(self, pending: list[PlannedAttempt], ray_init: dict[str, Any]) -> None:
@@ -515,6 +740,8 @@ class _Run:
             **extra,
         )
         self.emit({"event": "started", "ray": ray.get_runtime_context().gcs_address})
+        # a local worker's scratch folders are named by attempt key; sweep stale ones once
+        sweep_scratch(p.key for p in pending)
         remote = ray.remote(num_cpus=1, max_retries=0)(run_attempt)
         # Workers may predate the key being exported (a Ray instance that was already
         # running), and a runtime_env is written to Ray's logs: attempts fetch their key
@@ -528,16 +755,14 @@ class _Run:
             stop_key_holder(holder)
 
     def _schedule(self, pending: list[PlannedAttempt], remote: Any, holder: Any) -> None:
-        import ray
-        from ray.exceptions import RayError, RayTaskError
-
         spec = self.spec
         agents = {a.name: a for a in spec.agents}
         queue: Iterator[PlannedAttempt] = iter(pending)
         in_flight: dict[Any, AttemptRequest] = {}
         retry: list[AttemptRequest] = []
-        # the spend limit counts the attempts' cost; preflight's calls are shown apart
-        spend = sum(float(price_row(spec, r).cost_usd or 0.0) for r in self.rows.values())
+        # the spend limit counts every model call of the attempts (earlier and killed tries
+        # too, from their usage journals); preflight's calls are shown apart
+        spend = self.spent()
         self.write(partial=True)  # a report can be made as soon as the run is under way
 
         def request_for(p: PlannedAttempt) -> AttemptRequest:
@@ -559,8 +784,49 @@ class _Run:
                 key_holder=holder,
             )
 
+        try:
+            self._loop(queue, in_flight, retry, remote, request_for, spend)
+        except BaseException:
+            self._cancel(in_flight)
+            raise
+
+    def _cancel(self, in_flight: dict[Any, AttemptRequest]) -> None:
+        """Stop the attempts still running, gracefully first.
+
+        Each worker first gets to close its sandbox and scratch folder (a
+        ``KeyboardInterrupt`` in it), then is killed after ``CANCEL_GRACE_SECONDS``.
+        """
+        import ray
+
+        refs = list(in_flight)
+        if not refs:
+            return
+        for ref in refs:
+            with contextlib.suppress(Exception):
+                ray.cancel(ref, force=False)
+        with contextlib.suppress(Exception):
+            _, refs = ray.wait(refs, num_returns=len(refs), timeout=CANCEL_GRACE_SECONDS)
+        for ref in refs:
+            with contextlib.suppress(Exception):
+                ray.cancel(ref, force=True)
+
+    def _loop(
+        self,
+        queue: Iterator[PlannedAttempt],
+        in_flight: dict[Any, AttemptRequest],
+        retry: list[AttemptRequest],
+        remote: Any,
+        request_for: Callable[[PlannedAttempt], AttemptRequest],
+        spend: float,
+    ) -> None:
+        import ray
+        from ray.exceptions import RayError, RayTaskError
+
+        spec = self.spec
         while True:
             while len(in_flight) < spec.concurrency and not self.stopped_for_spend:
+                if self.lease is not None and self.lease.lost.is_set():
+                    break  # another invocation took the run over: schedule nothing more
                 retry = [r for r in retry if r.agent.name not in self.stopped]
                 if retry:
                     req = retry.pop(0)
@@ -570,6 +836,8 @@ class _Run:
                         p = next(queue, None)
                     if p is None:
                         break
+                    if spec.spend_limit_usd is not None:
+                        spend = self.spent()
                     if spec.spend_limit_usd is not None and spend >= spec.spend_limit_usd:
                         from dataspace.llm.usage import format_usd
 
@@ -585,14 +853,18 @@ class _Run:
                         break
                     req = request_for(p)
                 in_flight[remote.remote(req)] = req
+                self.scheduled.add(req.key)
             if not in_flight:
                 break
             done, _ = ray.wait(list(in_flight), num_returns=1, timeout=self.status_interval)
             if not done:
+                if time.monotonic() - self._last_write >= self.status_interval:
+                    self.refresh_journals({r.key for r in in_flight.values()})
                 self._maybe_write()
                 continue
             ref = done[0]
             req = in_flight.pop(ref)
+            self.refresh_journals([req.key])
             try:
                 row = ray.get(ref)
             except (RayError, InfrastructureError) as exc:
@@ -606,10 +878,13 @@ class _Run:
                 continue
             self.rows[req.key] = row
             self.executed += 1
-            self.in_a_row[req.agent.name] = 0
             priced = price_row(spec, row)
             spend += float(priced.cost_usd or 0.0)
             self.emit(priced.to_dict())
+            if row.endpoint_unreachable:  # an outage, whatever the profile calls the outcome
+                self._count_infra(req.agent.name, ENDPOINT_UNREACHABLE, row.error or "")
+            else:
+                self.in_a_row[req.agent.name] = 0
             self._maybe_write()
 
     def _fault(self, req: AttemptRequest, cause: BaseException) -> AttemptRequest | None:
@@ -640,13 +915,28 @@ class _Run:
         if isinstance(cause, InfrastructureError):
             # the agent's own faults (model endpoint, key, sandbox); a lost worker or node
             # says nothing about the agent and never stops it
-            self.in_a_row[name] = self.in_a_row.get(name, 0) + 1
+            self._count_infra(name, code, rec["error"])
+        if name in self.stopped or k + 1 > spec.max_infra_retries:
+            return None
+        return AttemptRequest(
+            **{
+                **{f: getattr(req, f) for f in req.__dataclass_fields__},
+                "try_index": k + 1,
+                "prior_failures": (*req.prior_failures, rec),
+                "submitted_at": time.time(),
+            }
+        )
+
+    def _count_infra(self, name: str, code: str, error: str) -> None:
+        """One more infrastructure failure of agent ``name`` in a row; stop it at the limit."""
+        spec = self.spec
+        self.in_a_row[name] = self.in_a_row.get(name, 0) + 1
         if (
             spec.fail_fast_after
             and self.in_a_row.get(name, 0) >= spec.fail_fast_after
             and name not in self.stopped
         ):
-            cause_text = f"{code}: {rec['error']}"
+            cause_text = f"{code}: {error}"
             self.stopped[name] = cause_text
             logger.warning(
                 "agent %s stopped after %d infrastructure failures in a row: %s",
@@ -660,19 +950,9 @@ class _Run:
                     "agent": name,
                     "failures": self.in_a_row[name],
                     "code": code,
-                    "error": rec["error"],
+                    "error": error,
                 }
             )
-        if name in self.stopped or k + 1 > spec.max_infra_retries:
-            return None
-        return AttemptRequest(
-            **{
-                **{f: getattr(req, f) for f in req.__dataclass_fields__},
-                "try_index": k + 1,
-                "prior_failures": (*req.prior_failures, rec),
-                "submitted_at": time.time(),
-            }
-        )
 
     # ---- results ------------------------------------------------------------------------
     def _maybe_write(self) -> None:
@@ -685,7 +965,9 @@ class _Run:
         self._last_write = time.monotonic()
         spec = self.spec
         all_rows = [
-            price_row(spec, self.rows[p.key]) if p.key in self.rows else self._unfinished_row(p)
+            (
+                price_row(spec, self.rows[p.key]) if p.key in self.rows else self._unfinished_row(p)
+            ).with_earlier_tries(self._earlier(p))
             for p in self.plan
         ]
         this = {"started_at": self.t0, "wall_seconds": time.time() - self.t0}
@@ -800,7 +1082,16 @@ def summarize(
             "unscored": sum(1 for r in mine if r.get("scored") is False),
             "status_counts": dict(sorted(status_counts.items())),
             "infra_retried_attempts": sum(1 for r in mine if r.get("infra_retries")),
-            "cost_usd": sum(float(r.get("cost_usd") or 0.0) for r in mine),
+            # every model call: the scored tries' and the earlier (killed, rerun) ones'
+            "cost_usd": sum(
+                float(r.get("cost_usd") or 0.0) + float(r.get("earlier_tries_cost_usd") or 0.0)
+                for r in mine
+            ),
+            "earlier_tries_cost_usd": sum(
+                float(r.get("earlier_tries_cost_usd") or 0.0) for r in mine
+            ),
+            "endpoint_unreachable": sum(1 for r in mine if r.get("endpoint_unreachable")),
+            "endpoint": m.base_url if m else None,
             "stopped": (stopped_agents or {}).get(a.name),
         }
     agent_of = {r["key"]: r["agent"] for r in rows}

@@ -6,6 +6,9 @@
     runs/<run_id>/attempts/<agent>/<task>/<n>/{events.jsonl, run.json,
                                                output/prediction.csv, result.json}
     runs/<run_id>/attempts/<agent>/<task>/<n>/infra/try_<k>.json   (retried faults)
+    runs/<run_id>/attempts/<agent>/<task>/<n>/usage/<try_id>.json  (each try's spend so far)
+    runs/<run_id>/tries/<agent>/<task>/<n>/try_<k>/...   (a finished try rerun by --retry)
+    runs/<run_id>/lease/<generation>.json               (the live invocation, runs.lease)
     runs/<run_id>/predictions/<agent>/task_N/prediction.csv          (attempt 1)
     runs/<run_id>/predictions/<agent>/attempt_<n>/task_N/prediction.csv  (n > 1)
     runs/<run_id>/{results.parquet, summary.json, report.md, report.html}
@@ -40,6 +43,18 @@ class RunLayout:
     def infra(self, agent: str, task: str, n: int, k: int) -> str:
         """Record of the k-th infrastructure failure of an attempt."""
         return f"{self.attempt(agent, task, n)}/infra/try_{k}.json"
+
+    def usage(self, agent: str, task: str, n: int, try_id: str) -> str:
+        """The usage journal of one try of an attempt (rewritten after each model call)."""
+        return f"{self.attempt(agent, task, n)}/usage/{try_id}.json"
+
+    def tried(self, agent: str, task: str, n: int, k: int) -> str:
+        """Folder keeping the files of try ``k`` of an attempt that was rerun (``--retry``).
+
+        >>> RunLayout(run_id="r").tried("a", "task_1", 1, 0)
+        'runs/r/tries/a/task_1/1/try_0'
+        """
+        return f"{self.prefix}/tries/{agent}/{task}/{n}/try_{k}"
 
     def prediction(self, agent: str, task: str, n: int) -> str:
         """The evaluator-ready copy of a prediction.

@@ -20,9 +20,9 @@ from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from dataspace.runs.status import AttemptStatus
+from dataspace.runs.status import ENDPOINT_UNREACHABLE, AttemptStatus
 
-RESULTS_SCHEMA_VERSION = "1.0"
+RESULTS_SCHEMA_VERSION = "1.1"  # 1.1 adds the columns after ``verdict``; 1.0 still reads
 PHASES = ("queue", "staging", "sandbox_start", "agent", "collect", "evaluation", "upload")
 
 # (column, arrow type name); order is the file's column order.
@@ -59,6 +59,10 @@ COLUMNS: tuple[tuple[str, str], ...] = (
     ("sandbox_enforcement", "string"),
     ("verdict", "json"),
     ("task_metadata", "json"),
+    # schema 1.1: an agent outcome the model endpoint's outage decided (see ResultRow)
+    ("endpoint_unreachable", "bool"),
+    ("try_id", "string"),
+    ("earlier_tries_cost_usd", "float64"),
 )
 
 
@@ -73,6 +77,15 @@ class ResultRow(Mapping[str, Any]):
     Usage and timing columns are None for an attempt that did not run (skipped or
     unfinished); ``passed`` is None for an unscored task, and False for an infrastructure
     error on a scored one (it scores as incorrect).
+
+    ``endpoint_unreachable`` marks an attempt whose end the model endpoint's outage decided:
+    a connection-level failure (refused, reset, DNS, TLS, timeout before any byte) past the
+    profile's retries. Under the official profile the row keeps the official outcome
+    (``runtime_error``) in the official accounting and is marked beside it; ``dataspace run
+    SPEC --retry endpoint_unreachable`` reruns exactly those. ``try_id`` names the try that
+    wrote the row; ``earlier_tries_cost_usd`` is what the attempt's earlier tries spent
+    (killed mid-way, failed on infrastructure, or rerun), which ``cost_usd`` (the scored
+    try's own) leaves out.
     """
 
     run_id: str
@@ -113,6 +126,9 @@ class ResultRow(Mapping[str, Any]):
     sandbox_enforcement: str | None = None
     verdict: Mapping[str, Any] | None = None
     task_metadata: Mapping[str, Any] = field(default_factory=dict)
+    endpoint_unreachable: bool = False
+    try_id: str | None = None
+    earlier_tries_cost_usd: float | None = None
 
     # ---- the ways a row is made ---------------------------------------------------------
     @classmethod
@@ -131,6 +147,8 @@ class ResultRow(Mapping[str, Any]):
         working_seconds: float,
         phases: Mapping[str, float],
         sandbox_enforcement: str,
+        endpoint_unreachable: bool = False,
+        try_id: str | None = None,
     ) -> ResultRow:
         """The row of an attempt that ran to an agent outcome.
 
@@ -148,6 +166,8 @@ class ResultRow(Mapping[str, Any]):
             working_seconds: wall time minus time waiting on model retries.
             phases: seconds per phase (``PHASES``).
             sandbox_enforcement: how the sandbox enforced its limits.
+            endpoint_unreachable: the outcome was decided by an unreachable endpoint.
+            try_id: the id of the try that ran (its usage journal's name).
         """
         unknown = sorted(set(phases) - set(PHASES))
         if unknown:
@@ -177,6 +197,8 @@ class ResultRow(Mapping[str, Any]):
             working_seconds=working_seconds,
             sandbox_enforcement=sandbox_enforcement,
             **_phase_columns(phases),
+            endpoint_unreachable=endpoint_unreachable,
+            try_id=try_id,
         )
 
     @classmethod
@@ -204,20 +226,31 @@ class ResultRow(Mapping[str, Any]):
         """
         if failures:
             last = failures[-1]
+            code = None if last.get("code") is None else str(last["code"])
             return cls(
                 **identity,
                 status=AttemptStatus.INFRASTRUCTURE_ERROR,
                 scored=scored,
                 passed=False if scored else None,
-                error_code=None if last.get("code") is None else str(last["code"]),
+                error_code=code,
                 error=str(last.get("error", "")),
                 infra_retries=len(failures),
+                endpoint_unreachable=code == ENDPOINT_UNREACHABLE,
             )
         return cls(**identity, status=AttemptStatus.NOT_SCHEDULED, scored=scored, error=reason)
 
     def priced(self, cost_usd: float | None) -> ResultRow:
         """The row with its cost replaced (recomputed from its tokens at other prices)."""
         return dataclasses.replace(self, cost_usd=cost_usd)
+
+    def with_earlier_tries(self, cost_usd: float | None) -> ResultRow:
+        """The row with what its attempt's earlier tries spent."""
+        return dataclasses.replace(self, earlier_tries_cost_usd=cost_usd)
+
+    @property
+    def spent_usd(self) -> float:
+        """Every model call of the attempt: this try's and its earlier tries' cost."""
+        return float(self.cost_usd or 0.0) + float(self.earlier_tries_cost_usd or 0.0)
 
     # ---- the stored forms ---------------------------------------------------------------
     def to_dict(self) -> dict[str, Any]:
@@ -249,6 +282,7 @@ class ResultRow(Mapping[str, Any]):
         for name in ("scored",):
             if values[name] is None:
                 values[name] = True
+        values["endpoint_unreachable"] = bool(values["endpoint_unreachable"])
         if values["infra_retries"] is None:
             values["infra_retries"] = 0
         return cls(**values)

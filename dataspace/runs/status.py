@@ -44,7 +44,11 @@ class AttemptStatus(StrEnum):
         return not self.is_unfinished and self is not AttemptStatus.SKIPPED
 
 
+ENDPOINT_UNREACHABLE = "endpoint_unreachable"
+"""The mark (a row's flag, an infrastructure record's code, ``--retry``'s value) of an attempt
+ended by a model endpoint that could not be reached past the profile's retries."""
+
 AGENT_END_STATES: tuple[str, ...] = tuple(s.value for s in AttemptStatus if s.is_agent_outcome)
 UNFINISHED_STATUSES: tuple[str, ...] = tuple(s.value for s in AttemptStatus if s.is_unfinished)
 
-__all__ = ["AGENT_END_STATES", "UNFINISHED_STATUSES", "AttemptStatus"]
+__all__ = ["AGENT_END_STATES", "ENDPOINT_UNREACHABLE", "UNFINISHED_STATUSES", "AttemptStatus"]

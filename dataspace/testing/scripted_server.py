@@ -27,6 +27,10 @@ reply) and ``wait`` (hold the reply until the test calls ``open_gate(name)``, at
 ``timeout`` seconds, default 300: a call known to be in progress). When a script runs
 out, the server replies with text and no tool call.
 
+Outages. ``kill()`` stops the server as a crash would: the port closes, every open
+connection is cut and every held reply is dropped unsent (nothing of it is counted);
+``start()`` again with ``port_request = port`` brings it back on the same port.
+
 Without explicit usage, a step reports deterministic counts derived from the request and
 reply sizes. ``ScriptedServer.reported`` sums what was reported, per script.
 """
@@ -144,6 +148,8 @@ class ScriptedServer:
         self._gates: dict[str, threading.Event] = {}
         self._lock = threading.Lock()
         self.port_request = 0  # the port start() binds (0: any free port)
+        self._lives = 0  # kill() counts up: a reply held across a kill is never sent
+        self._conns: set[socket.socket] = set()
         self._httpd: LoopbackHTTPServer | None = None
         self._thread: threading.Thread | None = None
 
@@ -169,6 +175,20 @@ class ScriptedServer:
         if self._thread is not None:
             self._thread.join(timeout=5)
             self._thread = None
+
+    def kill(self) -> None:
+        """Stop as a crashed server: port closed, connections cut, held replies never sent."""
+        with self._lock:
+            self._lives += 1
+        self.stop()
+        with self._lock:
+            conns = list(self._conns)
+            gates = list(self._gates.values())
+        for conn in conns:
+            with contextlib.suppress(OSError):
+                conn.shutdown(socket.SHUT_RDWR)
+        for gate in gates:  # held handlers wake, see the kill and hang up
+            gate.set()
 
     def __enter__(self) -> ScriptedServer:
         return self.start()
@@ -253,6 +273,7 @@ class ScriptedServer:
         if self.models is not None and model not in self.models:
             unknown = {"error": {"message": f"model {model!r} not found", "type": "not_found"}}
             return 404, {}, json.dumps(unknown).encode(), "unknown_model"
+        life = self._lives
         name, step = self._select(body)
         steps = self.scripts.get(name, []) if name is not None else []
         spec: Mapping[str, Any] = steps[step] if step < len(steps) else {}
@@ -262,6 +283,8 @@ class ScriptedServer:
                 self.reported.setdefault(name or "", Reported()).faults += 1
             if "wait" in fault:
                 self._gate(str(fault["wait"])).wait(timeout=float(fault.get("timeout", 300)))
+                if self._lives != life:  # the server was killed meanwhile
+                    return -1, {}, b"", "killed"
             elif "delay" in fault and not ({"status", "malformed", "drop"} & set(fault)):
                 time.sleep(float(fault["delay"]))
             elif "status" in fault:
@@ -401,6 +424,13 @@ class _Handler(BaseHTTPRequestHandler):
         # one reply is headers + body in two writes: without this, Nagle's algorithm and
         # delayed ACKs add ~40 ms to every call
         self.connection.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        with self.scripted._lock:
+            self.scripted._conns.add(self.connection)
+
+    def finish(self) -> None:
+        with self.scripted._lock:
+            self.scripted._conns.discard(self.connection)
+        super().finish()
 
     def log_message(self, format: str, *args: object) -> None:
         logger.debug("scripted server: " + format, *args)

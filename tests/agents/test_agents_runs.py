@@ -180,12 +180,16 @@ def test_killed_controller_resumes_without_charging_twice(
     assert all(r["passed"] for r in rows.values())
     for row in rows.values():
         _row_cost_is_the_formula(row)
-    # task_2's killed try made real calls; only the finished try is in the report
+    # task_2's killed try made real calls: the row is the finished try's, and the killed
+    # try's calls are paid beside it (its usage was persisted call by call)
     assert calls_before == 2 and rows["task_2"]["model_turns"] == 4
     assert srv.totals("task_2").prompt_tokens > rows["task_2"]["input_tokens"]
+    assert rows["task_2"]["earlier_tries_cost_usd"] > 0
+    assert rows["task_1"]["earlier_tries_cost_usd"] is None
     summary = outcome.summary["agents"]["react"]
     assert summary["cost_usd"] == pytest.approx(
-        sum(r["cost_usd"] for r in rows.values()), rel=1e-12
+        sum(r["cost_usd"] + (r["earlier_tries_cost_usd"] or 0.0) for r in rows.values()),
+        rel=1e-12,
     )
 
 

@@ -241,3 +241,51 @@ def test_request_bodies_keep_the_sdk_key_order():
         "tools",
         "providerOptions",
     ]
+
+
+def _dead_endpoint_client(**kw) -> MeteredClient:
+    """A client whose endpoint was served once and is now gone (connections refused)."""
+    with ScriptedServer({}) as srv:
+        client = _client(srv, **kw)
+    return client
+
+
+def test_an_unreachable_endpoint_is_marked_under_the_official_profile():
+    """Guards outages under the official profile: the SDK's retries end the call as the
+    official agent does (``ModelRequestError``, a ``runtime_error``), marked unreachable."""
+    official = RetryPolicy.sdk_default()
+    c = _dead_endpoint_client(retry=RetryPolicy(**{**official.__dict__, "initial_backoff": 0.01}))
+    with pytest.raises(ModelRequestError) as err:
+        c.complete(USER)
+    assert err.value.unreachable is True and "failed 3 times" in str(err.value)
+
+
+def test_an_unreachable_endpoint_is_infrastructure_under_the_extended_profile():
+    """Guards the extended profile: an outage past retries is ``endpoint_unreachable``."""
+    c = _dead_endpoint_client(retry=RetryPolicy(initial_backoff=0.01, max_connect_retries=2))
+    with pytest.raises(InfrastructureError) as err:
+        c.complete(USER)
+    assert err.value.code == "endpoint_unreachable" and "cannot be reached" in str(err.value)
+
+
+def test_an_endpoint_that_answers_errors_is_not_marked_unreachable():
+    """Guards the mark's meaning: a 500 is an answer, so the endpoint was reachable."""
+    with ScriptedServer(
+        {"task_1": [{"content": "x", "faults": [{"status": 500, "times": 9}]}]}
+    ) as srv:
+        official = RetryPolicy.sdk_default()
+        c = _client(srv, retry=RetryPolicy(**{**official.__dict__, "initial_backoff": 0.01}))
+        with pytest.raises(ModelRequestError) as err:
+            c.complete(USER)
+    assert err.value.unreachable is False and "HTTP 500" in str(err.value)
+
+
+def test_each_call_reports_the_running_usage_as_it_completes():
+    """Guards the cost of interrupted attempts: usage is handed over per call, not at the end."""
+    seen: list = []
+    with ScriptedServer({"task_1": [{"content": "a"}, {"content": "b"}]}) as srv:
+        c = _client(srv, on_call=seen.append)
+        c.complete(USER)
+        assert [u.model_calls for u in seen] == [1] and seen[0].cost_usd == c.usage.cost_usd
+        c.complete([*USER, {"role": "assistant", "content": "a"}])
+    assert [u.model_calls for u in seen] == [1, 2] and seen[-1].cost_usd == c.usage.cost_usd

@@ -222,7 +222,9 @@ def test_an_old_results_parquet_reads_as_rows_and_as_a_frame():
     import pyarrow.parquet as pq
 
     data = (FIXTURES / "results-1.0.parquet").read_bytes()
-    assert pq.read_schema(io.BytesIO(data)).names == [name for name, _ in COLUMNS]
+    old = pq.read_schema(io.BytesIO(data)).names
+    # schema 1.1 only appended columns: a 1.0 file is the first columns
+    assert old == [name for name, _ in COLUMNS][: len(old)] and len(old) < len(COLUMNS)
     rows = read_rows(data)
     assert [r.status for r in rows] == [
         AttemptStatus.SUBMITTED,
@@ -232,6 +234,8 @@ def test_an_old_results_parquet_reads_as_rows_and_as_a_frame():
     assert rows[0].verdict == {"task_id": "task_1", "passed": True, "error_code": None}
     assert rows[0].task_metadata["languages"] == {"question": "zh"}
     assert rows[1].protocol is None and rows[1].input_tokens is None and rows[1].passed is False
+    assert not any(r.endpoint_unreachable for r in rows)  # a column 1.0 had not
+    assert rows[0].try_id is None and rows[0].earlier_tries_cost_usd is None
     assert read_rows(rows_to_parquet(rows)) == rows  # rewritten unchanged
     df = read_results(data)
     assert list(df["status"]) == ["submitted", "infrastructure_error", "skipped"]

@@ -280,6 +280,7 @@ class NativeHarness:
                 events=ctx.events,
                 time_left=ctx.remaining,
                 request_timeout=float(merged.get("request_timeout", 900.0)),
+                on_call=ctx.usage_sink,
                 **self.relay_options(merged),
             )
         except ValueError as exc:
