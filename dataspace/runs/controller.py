@@ -231,6 +231,8 @@ def execute_run(
             on_check=lambda c: emit({"event": "preflight", "check": c}),
         )
         report.raise_for_problems(f"run {spec.run_id}")
+    if pending:  # a failed join or start is on screen before anything is recorded
+        _connect_ray(spec, ray_init or {})
     if not recorded:
         _record_spec(store, layout, spec, identity)
 
@@ -270,6 +272,30 @@ def execute_run(
         interrupted=run.interrupted,
         preflight=report,
     )
+
+
+def _connect_ray(spec: RunSpec, ray_init: dict[str, Any]) -> None:
+    """Join ``ray.address`` or start a local Ray (no-op when connected).
+
+    A local instance starts without the agents' key variables in its environment: the
+    controller alone holds them and hands them to attempts through the key holder.
+    """
+    from dataspace.runs.ray_start import connect_ray
+
+    extra = dict(ray_init)
+    num_cpus = extra.pop("num_cpus", spec.concurrency)
+    connect_ray(
+        address=extra.pop("address", spec.ray_address),
+        num_cpus=num_cpus,
+        start_timeout=extra.pop("start_timeout", spec.ray_start_timeout),
+        hide_env=_key_names(spec),
+        **extra,
+    )
+
+
+def _key_names(spec: RunSpec) -> list[str]:
+    """The environment variables that hold the agents' model keys."""
+    return [a.model.key_env for a in spec.agents if a.model and a.model.key_env]
 
 
 def _runtime_identity(spec: RunSpec) -> dict[str, Any]:
@@ -463,24 +489,14 @@ class _Run:
     def fan_out(self, pending: list[PlannedAttempt], ray_init: dict[str, Any]) -> None:
         import ray
 
-        from dataspace.runs.ray_start import connect_ray
-
         spec = self.spec
-        extra = dict(ray_init)
-        num_cpus = extra.pop("num_cpus", spec.concurrency)
-        connect_ray(
-            address=extra.pop("address", spec.ray_address),
-            num_cpus=num_cpus,
-            start_timeout=extra.pop("start_timeout", spec.ray_start_timeout),
-            **extra,
-        )
+        _connect_ray(spec, ray_init)
         self.emit({"event": "started", "ray": ray.get_runtime_context().gcs_address})
         remote = ray.remote(num_cpus=1, max_retries=0)(run_attempt)
         # Workers may predate the key being exported (a Ray instance that was already
         # running), and a runtime_env is written to Ray's logs: attempts fetch their key
         # from a holder actor, in memory.
-        names = [a.model.key_env for a in spec.agents if a.model and a.model.key_env]
-        keys = controller_keys(names)
+        keys = controller_keys(_key_names(spec))
         holder = start_key_holder(keys) if keys else None
         try:
             self._schedule(pending, remote, holder)

@@ -615,10 +615,9 @@ def runtime_mismatch(
 
 
 def _check_ray(address: str, timeout: float | None) -> str:
-    from dataspace.runs.ray_start import DEFAULT_CONNECT_TIMEOUT, check_reachable
+    from dataspace.runs.ray_start import DEFAULT_CONNECT_TIMEOUT, check_cluster
 
-    check_reachable(address, timeout=DEFAULT_CONNECT_TIMEOUT if timeout is None else timeout)
-    return f"{address} answers"
+    return check_cluster(address, timeout=DEFAULT_CONNECT_TIMEOUT if timeout is None else timeout)
 
 
 # ---- the machine --------------------------------------------------------------------------
