@@ -158,6 +158,7 @@ def execute_run(
     ray_init: dict[str, Any] | None = None,
     preflight: bool = True,
     status_interval: float = STATUS_INTERVAL,
+    keys_from: str | None = None,
 ) -> RunOutcome:
     """Run (or resume) every attempt of ``spec`` and write results and summary.
 
@@ -169,6 +170,9 @@ def execute_run(
         ray_init: extra keyword arguments for ``ray.init`` when Ray is not yet running.
         preflight: run the preflight checks before anything is recorded.
         status_interval: seconds between rewrites of the partial results.
+        keys_from: where this process's environment (the model keys) comes from, for
+            preflight's fix of a missing key (``dataspace.runs.preflight.KEYS_FROM_*``;
+            None: the shell that runs dataspace).
 
     Raises:
         ConfigError: bad spec, changed spec (``SpecChangedError``) or failed preflight
@@ -223,12 +227,13 @@ def execute_run(
     )
     report = None
     if pending and preflight:
-        from dataspace.runs.preflight import check_spec
+        from dataspace.runs.preflight import KEYS_FROM_SHELL, check_spec
 
         report = check_spec(
             spec,
             check_release=False,
             on_check=lambda c: emit({"event": "preflight", "check": c}),
+            keys_from=keys_from or KEYS_FROM_SHELL,
         )
         report.raise_for_problems(f"run {spec.run_id}")
     if pending:  # a failed join or start is on screen before anything is recorded
@@ -291,6 +296,21 @@ def _connect_ray(spec: RunSpec, ray_init: dict[str, Any]) -> None:
         hide_env=_key_names(spec),
         **extra,
     )
+
+
+def _hold_limiters(spec: RunSpec) -> list[Any]:
+    """The cluster-wide limiters of the agents' endpoints, owned by this controller."""
+    from dataspace.llm.limiter import hold_limiters
+
+    endpoints = []
+    for a in spec.agents:
+        if a.model is None:
+            continue
+        endpoints.append((a.model.base_url, a.model))
+        upstream = (a.settings or {}).get("upstream_base")  # a native harness's wire API
+        if upstream:
+            endpoints.append((str(upstream), a.model))
+    return hold_limiters(endpoints)
 
 
 def _key_names(spec: RunSpec) -> list[str]:
@@ -498,10 +518,14 @@ class _Run:
         # from a holder actor, in memory.
         keys = controller_keys(_key_names(spec))
         holder = start_key_holder(keys) if keys else None
+        limiters: list[Any] = []
         try:
+            limiters = _hold_limiters(spec)
             self._schedule(pending, remote, holder)
         finally:
             stop_key_holder(holder)
+            for limiter in limiters:  # no actor of the run outlives it
+                limiter.close()
 
     def _schedule(self, pending: list[PlannedAttempt], remote: Any, holder: Any) -> None:
         import ray
