@@ -109,3 +109,51 @@ def test_the_right_token_joins_and_runs(head: RayHead, tmp_path: Path) -> None:
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert f"ray.address: {head.gcs} answers (Ray " in proc.stdout, proc.stdout
     assert "gold: accuracy 100.00% (1/1)" in proc.stdout, proc.stdout
+
+
+_SET_VERSIONS = """
+import json, sys
+from ray._common.usage import usage_constants
+from ray._private import ray_constants
+from ray._raylet import GcsClient
+client = GcsClient(address=sys.argv[1])
+key, ns = usage_constants.CLUSTER_METADATA_KEY, ray_constants.KV_NAMESPACE_CLUSTER
+if sys.argv[2] == "read":
+    print(client.internal_kv_get(key, namespace=ns).decode())
+else:
+    client.internal_kv_put(key, sys.argv[2].encode(), True, namespace=ns)
+"""
+
+
+def _versions(head: RayHead, value: str = "read") -> str:
+    """Read (or overwrite) the versions the head recorded for its cluster, in its GCS."""
+    import subprocess
+
+    out = subprocess.run(
+        [sys.executable, "-c", _SET_VERSIONS, head.gcs, value],
+        env=head.client_env(cli_env()),
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=True,
+    )
+    return out.stdout.strip()
+
+
+def test_a_cluster_of_other_versions_is_named(head: RayHead, tmp_path: Path) -> None:
+    """Guards a Ray version mismatch: Ray's multi-line error cut to its last line
+    ("Python: 3.11.7") after the spec was recorded."""
+    import json
+
+    recorded = _versions(head)
+    other = {**json.loads(recorded), "ray_version": "2.0.0"}
+    _versions(head, json.dumps(other))
+    try:
+        proc, _ = _run(tmp_path, head.gcs, head.client_env(cli_env()))
+    finally:
+        _versions(head, recorded)
+    assert proc.returncode == 2, proc.stdout + proc.stderr
+    line = _error_line(proc)
+    assert "version mismatch: the cluster runs Ray 2.0.0 on Python" in line, line
+    assert "pip install ray==2.0.0" in line, line
+    _nothing_recorded(tmp_path)
