@@ -116,7 +116,11 @@ def connect_ray(spec: Any) -> None:
     from dataspace.runs.ray_start import connect_ray as connect
 
     connect(
-        address=spec.ray_address, num_cpus=spec.concurrency, start_timeout=spec.ray_start_timeout
+        address=spec.ray_address,
+        num_cpus=spec.concurrency,
+        start_timeout=spec.ray_start_timeout,
+        # a local instance (no cluster to join) starts without the model keys
+        hide_env=[a.model.key_env for a in spec.agents if a.model and a.model.key_env],
     )
 
 

@@ -65,7 +65,10 @@ def test_key_is_in_no_file_the_run_or_ray_wrote(tmp_path):
         shutil.rmtree(ray_dir, ignore_errors=True)
 
 
-def test_no_process_but_the_controller_has_the_key_in_its_environment(tmp_path):
+@pytest.mark.parametrize(
+    "command", [["dataspace.cli", "run"], ["ray_jobs.run"]], ids=["dataspace-run", "ray-jobs-run"]
+)
+def test_no_process_but_the_controller_has_the_key_in_its_environment(tmp_path, command):
     """Guards the local Ray's environment: every Ray process (GCS, raylet, dashboard, workers)
     started with the model key of the CLI's environment."""
     import subprocess
@@ -85,7 +88,7 @@ def test_no_process_but_the_controller_has_the_key_in_its_environment(tmp_path):
                 tmp_path / "spec.yaml", release, tmp_path / "store", [model_agent(srv.url)]
             )
             proc = subprocess.Popen(
-                [sys.executable, "-m", "dataspace.cli", "run", str(spec)],
+                [sys.executable, "-m", *command, str(spec)],
                 stdout=subprocess.PIPE,
                 stderr=subprocess.STDOUT,
                 text=True,
