@@ -307,19 +307,15 @@ def connect_ray(
 def _init(address: str, kwargs: dict[str, Any], *, what: str, fix: str | None = None) -> None:
     import ray
 
-    seen: list[str] = []
     try:
-        with _keep_sigterm_handler(), _terminal_to_log(seen):
+        with _keep_sigterm_handler(), _terminal_to_log():
             ray.init(address=address, **kwargs)
     except (KeyboardInterrupt, DataSpaceError):
         raise
     except Exception as exc:  # Ray raises bare Exception, ConnectionError, RuntimeError ...
         with contextlib.suppress(Exception):
             ray.shutdown()
-        cause = _last_line(str(exc))
-        if any("InvalidAuthToken" in line for line in seen):  # said only by Ray's C++ core
-            cause, fix = "InvalidAuthToken", _token_problem()
-        raise RayStartError(f"ray: {what}: {cause}; {fix or _FIX}") from None
+        raise RayStartError(f"ray: {what}: {_last_line(str(exc))}; {fix or _FIX}") from None
 
 
 _FIX = (
@@ -543,12 +539,8 @@ def _keep_sigterm_handler() -> Iterator[None]:
 
 
 @contextlib.contextmanager
-def _terminal_to_log(seen: list[str] | None = None) -> Iterator[None]:
-    """Send what is written to fds 1 and 2 meanwhile to the logger instead of the terminal.
-
-    The lines are also appended to ``seen`` when given (Ray's C++ core writes the cause
-    of a failed join there only).
-    """
+def _terminal_to_log() -> Iterator[None]:
+    """Send what is written to fds 1 and 2 meanwhile to the logger instead of the terminal."""
     try:
         fd1, fd2 = os.dup(1), os.dup(2)
     except OSError:  # no standard streams (a daemon): nothing to hide
@@ -571,8 +563,6 @@ def _terminal_to_log(seen: list[str] | None = None) -> Iterator[None]:
             for line in tmp.read().decode("utf-8", "replace").splitlines():
                 if line.strip():
                     logger.info("ray: %s", line)
-                    if seen is not None:
-                        seen.append(line)
 
 
 __all__ = [

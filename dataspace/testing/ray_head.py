@@ -111,7 +111,20 @@ class RayHead:
         return env
 
     def start(self) -> RayHead:
-        """Start the head and wait until its GCS (and dashboard) answer."""
+        """Start the head and wait until it answers; a busy machine gets a second try.
+
+        ``ray start`` gives up on its own ("node timed out during startup") when the
+        machine is very busy; what it started is killed and it is run once more.
+        """
+        try:
+            return self._start()
+        except RuntimeError as exc:
+            logger.warning("ray head: first start failed, trying once more: %s", exc)
+            (self.gcs_port, self.dashboard_port, *self._ports) = free_ports(9)
+            self.temp = tempfile.mkdtemp(prefix="rh", dir="/tmp")
+            return self._start()
+
+    def _start(self) -> RayHead:
         nm, om, agent, agent_grpc, metrics, renv, client = self._ports
         cmd = [
             self.ray, "start", "--head", "--block", "--node-ip-address", "127.0.0.1",
@@ -134,8 +147,9 @@ class RayHead:
         while not self._ready():
             if self.proc.poll() is not None:
                 tail = (Path(self.temp) / "head.log").read_text(errors="replace")[-3000:]
+                code = self.proc.returncode
                 self.stop()
-                raise RuntimeError(f"ray start exited with {self.proc.returncode}: {tail}")
+                raise RuntimeError(f"ray start exited with {code}: {tail}")
             if time.monotonic() > deadline:
                 self.stop()
                 raise RuntimeError(f"the Ray head did not answer within {self.timeout:g} s")
@@ -168,6 +182,10 @@ class RayHead:
             for pid in family - {self.proc.pid}:
                 with contextlib.suppress(ProcessLookupError, PermissionError):
                     os.kill(pid, signal.SIGKILL)
+            # what it started and left when it exited on its own: its process group
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.killpg(self.proc.pid, signal.SIGKILL)
+            self.proc = None
         shutil.rmtree(self.temp, ignore_errors=True)
 
     def __enter__(self) -> RayHead:
