@@ -110,19 +110,23 @@ class RayHead:
             env["RAY_AUTH_TOKEN"] = self.token
         return env
 
-    def start(self) -> RayHead:
-        """Start the head and wait until it answers; a busy machine gets a second try.
+    def start(self, tries: int = 3) -> RayHead:
+        """Start the head and wait until it answers; a busy machine gets more tries.
 
-        ``ray start`` gives up on its own ("node timed out during startup") when the
-        machine is very busy; what it started is killed and it is run once more.
+        ``ray start`` gives up on its own after 30 s ("node timed out during startup")
+        when the machine is very busy; what it started is killed and it is run again,
+        on fresh ports, at most ``tries`` times in all.
         """
-        try:
-            return self._start()
-        except RuntimeError as exc:
-            logger.warning("ray head: first start failed, trying once more: %s", exc)
-            (self.gcs_port, self.dashboard_port, *self._ports) = free_ports(9)
-            self.temp = tempfile.mkdtemp(prefix="rh", dir="/tmp")
-            return self._start()
+        for n in range(1, tries + 1):
+            try:
+                return self._start()
+            except RuntimeError as exc:
+                if n == tries:
+                    raise
+                logger.warning("ray head: start %d of %d failed: %s", n, tries, exc)
+                (self.gcs_port, self.dashboard_port, *self._ports) = free_ports(9)
+                self.temp = tempfile.mkdtemp(prefix="rh", dir="/tmp")
+        raise AssertionError("unreachable")
 
     def _start(self) -> RayHead:
         nm, om, agent, agent_grpc, metrics, renv, client = self._ports
