@@ -1,12 +1,18 @@
 """Run (or resume) a run spec on the Ray cluster this job was submitted to.
 
-``ray job submit --address http://HEAD:8265 --working-dir . -- python -m ray_jobs.run
+``ray job submit --address http://HEAD:8265 -- python -m ray_jobs.run
 spec.yaml --store s3://bucket/bench --release s3://bucket/releases/v1``
 
-Flags override the few fields that differ between one machine and a cluster; a release
-given as a store URI is synced once into ``--release-cache`` (a folder every Ray node sees,
-e.g. the shared volume of ``k8s/``). Exit code 0 when every attempt has a result, 1 when
-some could not be run (infrastructure failures past retries), 2 on a configuration error.
+``python`` is the cluster's: the interpreter Ray runs with, which has this project
+installed (give its path, e.g. ``"$PWD/.venv/bin/python"``, when Ray runs from a venv
+that is not on the head's ``PATH``; see ``docs/cluster.md``). Flags override the few
+fields that differ between one machine and a cluster; a release given as a store URI is
+synced once into ``--release-cache`` (a folder every Ray node sees, e.g. the shared
+volume of ``k8s/``). Model keys are read from the job's environment, which is the
+cluster's (not the submitting shell's). Like ``dataspace run``, the job writes
+``results.parquet``, ``summary.json``, ``report.md`` and ``report.html`` of the run.
+Exit code 0 when every attempt has a result, 1 when some could not be run
+(infrastructure failures past retries), 2 on a configuration error.
 """
 
 from __future__ import annotations
@@ -111,7 +117,11 @@ def connect_ray(spec: Any) -> None:
     from dataspace.runs.ray_start import connect_ray as connect
 
     connect(
-        address=spec.ray_address, num_cpus=spec.concurrency, start_timeout=spec.ray_start_timeout
+        address=spec.ray_address,
+        num_cpus=spec.concurrency,
+        start_timeout=spec.ray_start_timeout,
+        # a local instance (no cluster to join) starts without the model keys
+        hide_env=[a.model.key_env for a in spec.agents if a.model and a.model.key_env],
     )
 
 
@@ -162,10 +172,34 @@ def main(argv: list[str] | None = None) -> int:
                 flush=True,
             )
 
-        outcome = execute_run(spec, progress=progress, sweep=cfg.sweep)
-        return report(outcome, outcome.swept)
+        outcome = execute_run(spec, progress=progress, sweep=cfg.sweep, keys_from=keys_source())
+        code = report(outcome, outcome.swept)
+        for path in write_reports(outcome):
+            print(f"report:  {path}")
+        return code
 
     return run_main(body)
+
+
+def keys_source() -> str:
+    """Where this process's environment (the model keys) comes from.
+
+    Under ``ray job submit`` (Ray sets ``RAY_JOB_CONFIG_JSON_ENV_VAR`` for the entrypoint)
+    it is the cluster's environment; run by hand, the shell's.
+    """
+    from dataspace.runs.preflight import KEYS_FROM_CLUSTER, KEYS_FROM_SHELL
+
+    return KEYS_FROM_CLUSTER if os.environ.get("RAY_JOB_CONFIG_JSON_ENV_VAR") else KEYS_FROM_SHELL
+
+
+def write_reports(outcome: Any) -> list[str]:
+    """Write ``report.md`` and ``report.html`` next to the run's results (as ``dataspace run``)."""
+    from dataspace.report import write_basic_report
+    from dataspace.runs.layout import RunLayout
+    from dataspace.store import open_store
+
+    store = open_store(outcome.store_uri)
+    return write_basic_report(store, RunLayout(run_id=outcome.run_id).prefix, outcome.summary)
 
 
 def report(outcome: Any, swept: int) -> int:

@@ -5,11 +5,15 @@ model holds one permit for the duration of one HTTP request (never while backing
 at most ``ModelSpec.max_concurrency`` requests to an endpoint are in flight at once.
 
 When Ray is initialized in this process (a Ray worker, or a driver after ``ray.init``), the
-permits live in a named, detached Ray actor in the ``dataspace`` namespace
-(``get_if_exists=True``): every worker of the cluster, and every run on it, shares one
-semaphore per endpoint. Permits are leases with an expiry, so a worker that dies while
-holding one (kill -9, node lost) cannot leak it for good. Without Ray the cap is a
-process-local semaphore.
+permits live in a named Ray actor in the ``dataspace`` namespace (``get_if_exists=True``):
+every worker of the cluster, and every run on it at the same time, shares one semaphore
+per endpoint. The actor is not detached: the run controller creates the actors of its
+endpoints (:func:`hold_limiters`) and ends them when the run ends, and they die with it
+on any other exit, so nothing stays on the cluster. A worker whose actor ended (its
+run finished while another run still uses the endpoint) makes a new one by the same
+name. Permits are leases with an expiry, so a worker that dies while holding one
+(kill -9, node lost) cannot leak it for good. Without Ray the cap is a process-local
+semaphore.
 """
 
 from __future__ import annotations
@@ -21,6 +25,7 @@ import sys
 import threading
 import time
 import uuid
+from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any, Protocol
 
@@ -148,39 +153,61 @@ class _SemaphoreActor:
 
 
 class RayLimiter:
-    """A cluster-wide limiter backed by a named, detached Ray actor."""
+    """A cluster-wide limiter backed by a named Ray actor (owned by its creator)."""
 
     def __init__(self, key: str, limit: int) -> None:
+        self.key = key
+        self.limit = limit
+        self._actor = self._attach()
+
+    def _attach(self) -> Any:
+        """The endpoint's actor: the running one by name, else a new one owned by this process."""
         import ray
 
-        self.key = key
         cls: Any = ray.remote(
             num_cpus=0,
             max_concurrency=10_000,  # type: ignore[call-overload]
-            max_restarts=-1,
+            max_restarts=0,
         )(_SemaphoreActor)
         try:
-            self._actor = cls.options(
-                name=key, namespace=RAY_NAMESPACE, lifetime="detached", get_if_exists=True
-            ).remote(limit)
-            ray.get(self._actor.set_limit.remote(limit), timeout=60)
+            actor = cls.options(name=self.key, namespace=RAY_NAMESPACE, get_if_exists=True).remote(
+                self.limit
+            )
+            ray.get(actor.set_limit.remote(self.limit), timeout=60)
         except Exception as exc:
             raise InfrastructureError(
-                f"concurrency limiter {key} unavailable: {exc}", code="model_limiter"
+                f"concurrency limiter {self.key} unavailable: {exc}", code="model_limiter"
             ) from exc
+        return actor
 
     def acquire(self, *, ttl: float) -> Lease:
         """Block until the cluster-wide semaphore grants a permit."""
         import ray
+        from ray.exceptions import RayActorError
 
         t0 = time.monotonic()
         try:
-            lease = ray.get(self._actor.acquire.remote(ttl))
+            try:
+                lease = ray.get(self._actor.acquire.remote(ttl))
+            except RayActorError:  # its run ended: this endpoint gets a new actor
+                self._actor = self._attach()
+                lease = ray.get(self._actor.acquire.remote(ttl))
+        except InfrastructureError:
+            raise
         except Exception as exc:
             raise InfrastructureError(
                 f"concurrency limiter {self.key} failed: {exc}", code="model_limiter"
             ) from exc
         return Lease(id=lease, waited_seconds=time.monotonic() - t0)
+
+    def close(self) -> None:
+        """End the actor (its permits go with it); the next user makes a new one."""
+        import ray
+
+        try:
+            ray.kill(self._actor, no_restart=True)
+        except Exception:  # already gone, or the cluster is
+            logger.debug("ending limiter %s failed", self.key, exc_info=True)
 
     def release(self, lease: Lease) -> None:
         """Return a permit (fire and forget; an expired lease is reclaimed anyway)."""
@@ -229,6 +256,21 @@ def get_limiter(key: str, limit: int, *, use_ray: bool | None = None) -> Limiter
         return lim
 
 
+def hold_limiters(endpoints: Iterable[tuple[str | None, Any]]) -> list[RayLimiter]:
+    """Create the cluster-wide limiter of each (base URL, model) now, owned by this process.
+
+    The run controller calls it once Ray is connected, so its workers find the actors by
+    name and the actors end with the run (:meth:`RayLimiter.close`, or this process's exit).
+    """
+    out: dict[str, RayLimiter] = {}
+    for base_url, model in endpoints:
+        limit = getattr(model, "max_concurrency", None) or DEFAULT_MAX_CONCURRENCY
+        key = endpoint_key(base_url, model.id)
+        if key not in out:
+            out[key] = RayLimiter(key, int(limit))
+    return list(out.values())
+
+
 def model_limiter(base_url: str | None, model: Any) -> Limiter:
     """The limiter of ``model`` at ``base_url``, with its ``max_concurrency`` permits."""
     limit = getattr(model, "max_concurrency", None) or DEFAULT_MAX_CONCURRENCY
@@ -242,5 +284,6 @@ __all__ = [
     "RayLimiter",
     "endpoint_key",
     "get_limiter",
+    "hold_limiters",
     "model_limiter",
 ]

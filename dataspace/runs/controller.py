@@ -180,6 +180,7 @@ def execute_run(
     sweep: bool = True,
     retry: Sequence[str] = (),
     lease_ttl: float | None = None,
+    keys_from: str | None = None,
 ) -> RunOutcome:
     """Run (or resume) every attempt of ``spec`` and write results and summary.
 
@@ -197,6 +198,9 @@ def execute_run(
             ``endpoint_unreachable``); the earlier try is kept (see ``retry_marked``).
         lease_ttl: seconds after which another invocation takes over this one's lease if
             it stops renewing it (default ``dataspace.runs.lease.lease_seconds()``).
+        keys_from: where this process's environment (the model keys) comes from, for
+            preflight's fix of a missing key (``dataspace.runs.preflight.KEYS_FROM_*``;
+            None: the shell that runs dataspace).
 
     Raises:
         ConfigError: bad spec, changed spec (``SpecChangedError``), failed preflight
@@ -255,6 +259,7 @@ def execute_run(
             retry=tuple(retry),
             lease=lease,
             sweep=sweep,
+            keys_from=keys_from,
         )
     finally:
         lease.release()
@@ -277,6 +282,7 @@ def _execute_leased(
     retry: tuple[str, ...],
     lease: RunLease,
     sweep: bool,
+    keys_from: str | None,
 ) -> RunOutcome:
     counts = release.counts(task_ids)
     plan = plan_attempts(
@@ -304,14 +310,17 @@ def _execute_leased(
     )
     report = None
     if pending and preflight:
-        from dataspace.runs.preflight import check_spec
+        from dataspace.runs.preflight import KEYS_FROM_SHELL, check_spec
 
         report = check_spec(
             spec,
             check_release=False,
             on_check=lambda c: emit({"event": "preflight", "check": c}),
+            keys_from=keys_from or KEYS_FROM_SHELL,
         )
         report.raise_for_problems(f"run {spec.run_id}")
+    if pending:  # a failed join or start is on screen before anything is recorded
+        _connect_ray(spec, ray_init or {})
     if not recorded:
         _record_spec(store, layout, spec, identity)
     if marked:  # after preflight: a failed check leaves the earlier tries where they were
@@ -386,6 +395,45 @@ def sweep_run(spec: RunSpec) -> int:
     if count:
         logger.warning("run %s: deleted %d leftover sandboxes", spec.run_id, count)
     return count
+
+
+def _connect_ray(spec: RunSpec, ray_init: dict[str, Any]) -> None:
+    """Join ``ray.address`` or start a local Ray (no-op when connected).
+
+    A local instance starts without the agents' key variables in its environment: the
+    controller alone holds them and hands them to attempts through the key holder.
+    """
+    from dataspace.runs.ray_start import connect_ray
+
+    extra = dict(ray_init)
+    num_cpus = extra.pop("num_cpus", spec.concurrency)
+    connect_ray(
+        address=extra.pop("address", spec.ray_address),
+        num_cpus=num_cpus,
+        start_timeout=extra.pop("start_timeout", spec.ray_start_timeout),
+        hide_env=_key_names(spec),
+        **extra,
+    )
+
+
+def _hold_limiters(spec: RunSpec) -> list[Any]:
+    """The cluster-wide limiters of the agents' endpoints, owned by this controller."""
+    from dataspace.llm.limiter import hold_limiters
+
+    endpoints = []
+    for a in spec.agents:
+        if a.model is None:
+            continue
+        endpoints.append((a.model.base_url, a.model))
+        upstream = (a.settings or {}).get("upstream_base")  # a native harness's wire API
+        if upstream:
+            endpoints.append((str(upstream), a.model))
+    return hold_limiters(endpoints)
+
+
+def _key_names(spec: RunSpec) -> list[str]:
+    """The environment variables that hold the agents' model keys."""
+    return [a.model.key_env for a in spec.agents if a.model and a.model.key_env]
 
 
 def _runtime_identity(spec: RunSpec) -> dict[str, Any]:
@@ -728,17 +776,8 @@ class _Run:
     def fan_out(self, pending: list[PlannedAttempt], ray_init: dict[str, Any]) -> None:
         import ray
 
-        from dataspace.runs.ray_start import connect_ray
-
         spec = self.spec
-        extra = dict(ray_init)
-        num_cpus = extra.pop("num_cpus", spec.concurrency)
-        connect_ray(
-            address=extra.pop("address", spec.ray_address),
-            num_cpus=num_cpus,
-            start_timeout=extra.pop("start_timeout", spec.ray_start_timeout),
-            **extra,
-        )
+        _connect_ray(spec, ray_init)
         self.emit({"event": "started", "ray": ray.get_runtime_context().gcs_address})
         # a local worker's scratch folders are named by attempt key; sweep stale ones once
         sweep_scratch(p.key for p in pending)
@@ -746,13 +785,16 @@ class _Run:
         # Workers may predate the key being exported (a Ray instance that was already
         # running), and a runtime_env is written to Ray's logs: attempts fetch their key
         # from a holder actor, in memory.
-        names = [a.model.key_env for a in spec.agents if a.model and a.model.key_env]
-        keys = controller_keys(names)
+        keys = controller_keys(_key_names(spec))
         holder = start_key_holder(keys) if keys else None
+        limiters: list[Any] = []
         try:
+            limiters = _hold_limiters(spec)
             self._schedule(pending, remote, holder)
         finally:
             stop_key_holder(holder)
+            for limiter in limiters:  # no actor of the run outlives it
+                limiter.close()
 
     def _schedule(self, pending: list[PlannedAttempt], remote: Any, holder: Any) -> None:
         spec = self.spec

@@ -112,6 +112,11 @@ class PreflightError(ConfigError):
 
 CheckFn = Callable[[Check], None]
 
+KEYS_FROM_SHELL = "shell"
+"""Keys come from the environment of the shell that runs ``dataspace`` (the default)."""
+KEYS_FROM_CLUSTER = "cluster"
+"""Keys come from the Ray cluster's environment (a run submitted with ``ray job submit``)."""
+
 
 def check_spec(
     spec: RunSpec,
@@ -120,6 +125,7 @@ def check_spec(
     check_release: bool = True,
     ray_timeout: float | None = None,
     on_check: CheckFn | None = None,
+    keys_from: str = KEYS_FROM_SHELL,
 ) -> PreflightReport:
     """Run every preflight check of ``spec``; never raises for a failed check.
 
@@ -130,6 +136,8 @@ def check_spec(
         ray_timeout: seconds the Ray address may take to answer (None: the connect
             timeout of ``dataspace.runs.ray_start``).
         on_check: called with each check as it finishes (for live output).
+        keys_from: where this process's environment, and so the model keys, comes from
+            (:data:`KEYS_FROM_SHELL` or :data:`KEYS_FROM_CLUSTER`): a missing key's fix.
     """
     report = PreflightReport()
 
@@ -152,7 +160,7 @@ def check_spec(
         if m is None:
             continue
         where = f"agents[{i}].model"
-        key_check = _check_key(m, where)
+        key_check = _check_key(m, where, keys_from)
         add(key_check)
         if m.price_input == m.price_output == m.price_cached_input == 0:
             add(
@@ -239,19 +247,26 @@ def _check_native_install(agent: Any, key: str) -> Check | None:
     )
 
 
-def _check_key(m: ModelSpec, where: str) -> Check:
+def _check_key(m: ModelSpec, where: str, keys_from: str = KEYS_FROM_SHELL) -> Check:
     from dataspace.llm.keys import lookup_key
 
     if not m.key_env:
         return Check(key=f"{where}.key_env", ok=True, message="no key variable (none sent)")
     if lookup_key(m.key_env):
         return Check(key=f"{where}.key_env", ok=True, message=f"${m.key_env} is set")
-    return Check(
-        key=f"{where}.key_env",
-        ok=False,
-        message=f"environment variable {m.key_env} is not set; export {m.key_env}=<your key> "
-        "in the shell that runs dataspace",
-    )
+    if keys_from == KEYS_FROM_CLUSTER:
+        message = (
+            f"environment variable {m.key_env} is not set in the Ray job's environment: the "
+            "key must be in the cluster's environment (exported where `ray start` runs on the "
+            "head, or set on the head container, e.g. from the dataspace-model-keys Secret); "
+            "the shell that runs `ray job submit` does not pass it on"
+        )
+    else:
+        message = (
+            f"environment variable {m.key_env} is not set; export {m.key_env}=<your key> "
+            "in the shell that runs dataspace"
+        )
+    return Check(key=f"{where}.key_env", ok=False, message=message)
 
 
 def _wire_of(harness: str) -> str:
@@ -705,10 +720,9 @@ def runtime_mismatch(
 
 
 def _check_ray(address: str, timeout: float | None) -> str:
-    from dataspace.runs.ray_start import DEFAULT_CONNECT_TIMEOUT, check_reachable
+    from dataspace.runs.ray_start import DEFAULT_CONNECT_TIMEOUT, check_cluster
 
-    check_reachable(address, timeout=DEFAULT_CONNECT_TIMEOUT if timeout is None else timeout)
-    return f"{address} answers"
+    return check_cluster(address, timeout=DEFAULT_CONNECT_TIMEOUT if timeout is None else timeout)
 
 
 # ---- the machine --------------------------------------------------------------------------
@@ -841,6 +855,8 @@ def lines(checks: Iterable[Check]) -> list[str]:
 
 
 __all__ = [
+    "KEYS_FROM_CLUSTER",
+    "KEYS_FROM_SHELL",
     "Check",
     "PreflightError",
     "PreflightReport",

@@ -6,6 +6,10 @@
 - an address is first checked with a plain TCP connection bounded by ``timeout`` seconds,
   and must answer as a gRPC (HTTP/2) server does, so an unreachable head, or a port where
   something other than Ray listens, is one clear error instead of minutes of retries;
+  then (``check_cluster``) one request to the head's GCS tells a refused token
+  (``InvalidAuthToken``) and a Ray or Python version other than the cluster's apart, each
+  in one line with its fix, before ``ray.init`` would retry for 20 s and say only
+  "Failed to connect";
 - a local instance is started by a child process of its own (its own session), which
   must report the instance's address within the start-up timeout (``start_timeout``,
   ``DATASPACE_RAY_START_TIMEOUT``; by default :data:`DEFAULT_START_TIMEOUT` seconds). A
@@ -13,7 +17,10 @@
   startup") has every process it started killed and is tried once more; when that fails
   too, a one-line :class:`RayStartError` says why and what to do. The instance lives
   until this process exits (it also ends when this process is killed: the child watches
-  its stdin), and is reused when Ray is connected again in this process;
+  its stdin), and is reused when Ray is connected again in this process. The variables
+  named in ``hide_env`` (the model keys: only this process holds them) are removed from
+  the environment the instance starts with, so no Ray process (GCS, raylet, dashboard,
+  workers) has them;
 - Ray's start-up banners and the raw lines its C++ core writes to the terminal are kept
   off the user's screen: they go to this module's logger (``-v`` shows them);
 - Ray replaces the process's SIGTERM handler while it starts; the caller's handler is put
@@ -35,7 +42,7 @@ import sys
 import tempfile
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from typing import IO, Any
 from urllib.parse import urlsplit
@@ -133,6 +140,94 @@ def check_reachable(address: str, *, timeout: float = DEFAULT_CONNECT_TIMEOUT) -
         )
 
 
+def check_cluster(address: str, *, timeout: float = DEFAULT_CONNECT_TIMEOUT) -> str:
+    """Raise ConfigError unless this process can join the Ray head at ``address``.
+
+    Beyond :func:`check_reachable`: one request to the head's GCS, as ``ray.init`` makes
+    first, tells apart a token the cluster refuses (or none sent) and a Ray or Python
+    version other than the cluster's. Ray Client (``ray://``) and dashboard (``http://``)
+    addresses are only checked for reachability. Returns what was found, for doctor.
+    """
+    check_reachable(address, timeout=timeout)
+    endpoint = ray_endpoint(address)
+    scheme = urlsplit(address).scheme if "://" in address else ""
+    if endpoint is None or scheme in ("ray", "http", "https"):
+        return f"{address} answers"
+    host, port = endpoint
+    meta = _cluster_metadata(address, f"{host}:{port}")
+    if not meta:
+        return f"{address} answers"
+    from ray._private.utils import check_version_info, compute_version_info
+
+    ray_version, python_version = compute_version_info()
+    try:
+        with _terminal_to_log():
+            check_version_info(meta, "this machine")
+    except RuntimeError:
+        raise ConfigError(
+            f"ray.address {address!r}: version mismatch: the cluster runs Ray "
+            f"{meta.get('ray_version')} on Python {meta.get('python_version')}, this process "
+            f"Ray {ray_version} on Python {python_version}; run dataspace where both match "
+            f"(pip install ray=={meta.get('ray_version')} on Python "
+            f"{meta.get('python_version')}) or join a cluster started from this environment"
+        ) from None
+    return f"{address} answers (Ray {ray_version}, Python {python_version}, as this process)"
+
+
+def _cluster_metadata(address: str, gcs: str) -> dict[str, Any] | None:
+    """The versions the head recorded (None when it recorded none)."""
+    from ray._common.usage import usage_constants
+    from ray._private import ray_constants
+    from ray._raylet import GcsClient  # type: ignore[attr-defined]
+    from ray.exceptions import AuthenticationError
+
+    try:
+        with _terminal_to_log():
+            client = GcsClient(address=gcs)
+            raw = client.internal_kv_get(
+                usage_constants.CLUSTER_METADATA_KEY,
+                namespace=ray_constants.KV_NAMESPACE_CLUSTER,
+                timeout=DEFAULT_CONNECT_TIMEOUT,
+            )
+    except AuthenticationError:
+        raise ConfigError(f"ray.address {address!r}: {_token_problem()}") from None
+    except Exception as exc:  # the join itself will say more; this check is best effort
+        logger.info("ray: the GCS at %s did not answer the version request: %s", gcs, exc)
+        return None
+    if not raw:
+        return None
+    try:
+        meta = json.loads(raw.decode("utf-8"))
+    except ValueError:
+        return None
+    return meta if isinstance(meta, dict) else None
+
+
+def _token_problem() -> str:
+    """Why the cluster refused this process's token (Ray's InvalidAuthToken) and the fix."""
+    mode = (os.environ.get("RAY_AUTH_MODE") or "").strip().lower()
+    path = os.environ.get("RAY_AUTH_TOKEN_PATH") or os.path.expanduser("~/.ray/auth_token")
+    has_token = bool(os.environ.get("RAY_AUTH_TOKEN")) or os.path.isfile(path)
+    if not has_token:
+        return (
+            "the cluster requires token authentication and this process has no token "
+            "(InvalidAuthToken); export RAY_AUTH_MODE=token RAY_AUTH_TOKEN=<the cluster's "
+            "token> (`ray get-auth-token` on the head prints it) where dataspace runs"
+        )
+    if mode != "token":
+        return (
+            "the cluster requires token authentication and RAY_AUTH_MODE is not 'token' "
+            "here, so no token is sent (InvalidAuthToken); export RAY_AUTH_MODE=token "
+            "where dataspace runs"
+        )
+    where = "$RAY_AUTH_TOKEN" if os.environ.get("RAY_AUTH_TOKEN") else path
+    return (
+        f"the cluster refused the token of this process from {where} (InvalidAuthToken); "
+        "set RAY_AUTH_TOKEN to the cluster's token (`ray get-auth-token` on the head "
+        "prints it)"
+    )
+
+
 def _read_exactly(sock: socket.socket, n: int) -> bytes:
     data = b""
     while len(data) < n:
@@ -167,6 +262,7 @@ def connect_ray(
     num_cpus: int | None = None,
     timeout: float = DEFAULT_CONNECT_TIMEOUT,
     start_timeout: float | None = None,
+    hide_env: Iterable[str] = (),
     **extra: Any,
 ) -> bool:
     """Connect to Ray unless already connected; return True when this call connected.
@@ -177,10 +273,13 @@ def connect_ray(
         timeout: seconds to wait for a TCP answer at ``address``.
         start_timeout: seconds a local instance may take to start, per try (None: the
             default; ``DATASPACE_RAY_START_TIMEOUT`` overrides both).
+        hide_env: variables a local instance must not see (the model keys this process
+            holds); ignored when joining a cluster, whose environment is its own.
         **extra: further ``ray.init`` keyword arguments (e.g. ``_temp_dir``).
 
     Raises:
-        ConfigError: the address does not answer as a Ray head.
+        ConfigError: the address does not answer as a Ray head, refuses this process's
+            token, or runs other Ray or Python versions.
         RayStartError: a local instance did not start in two tries, or joining failed.
     """
     import ray
@@ -193,19 +292,19 @@ def connect_ray(
     driver = {"log_to_driver": False, "configure_logging": False}
     driver.update({k: v for k, v in extra.items() if k in _DRIVER_KWARGS})
     if address:
-        check_reachable(address, timeout=timeout)
-        _init(address, driver, what=f"cannot join the Ray cluster at {address!r}")
+        check_cluster(address, timeout=timeout)
+        _init(address, driver, what=f"cannot join the Ray cluster at {address!r}", fix=_JOIN_FIX)
         return True
     node: dict[str, Any] = {"include_dashboard": False}
     if num_cpus is not None:
         node["num_cpus"] = max(1, int(num_cpus))
     node.update({k: v for k, v in extra.items() if k not in _DRIVER_KWARGS})
-    head = _local_head(node, resolve_start_timeout(start_timeout))
+    head = _local_head(node, resolve_start_timeout(start_timeout), frozenset(hide_env))
     _init(head.address, driver, what="cannot join the local Ray instance it started")
     return True
 
 
-def _init(address: str, kwargs: dict[str, Any], *, what: str) -> None:
+def _init(address: str, kwargs: dict[str, Any], *, what: str, fix: str | None = None) -> None:
     import ray
 
     try:
@@ -216,12 +315,18 @@ def _init(address: str, kwargs: dict[str, Any], *, what: str) -> None:
     except Exception as exc:  # Ray raises bare Exception, ConnectionError, RuntimeError ...
         with contextlib.suppress(Exception):
             ray.shutdown()
-        raise RayStartError(f"ray: {what}: {_last_line(str(exc))}; {_FIX}") from None
+        raise RayStartError(f"ray: {what}: {_last_line(str(exc))}; {fix or _FIX}") from None
 
 
 _FIX = (
     "the machine may be busy: rerun, raise DATASPACE_RAY_START_TIMEOUT (seconds), or start "
     "Ray yourself (`ray start --head`) and set ray.address: auto in the spec"
+)
+
+
+_JOIN_FIX = (
+    "check ray.address (the head's GCS address, port 6379 by default), that the head runs "
+    "the same Ray and Python versions, and its token (RAY_AUTH_TOKEN); `-v` shows Ray's own lines"
 )
 
 
@@ -249,7 +354,7 @@ _head: _Head | None = None
 _head_lock = threading.Lock()
 
 
-def _local_head(node: dict[str, Any], seconds: float) -> _Head:
+def _local_head(node: dict[str, Any], seconds: float, hide_env: frozenset[str]) -> _Head:
     """The local instance of this process: the running one, else a new one (two tries)."""
     global _head
     with _head_lock:
@@ -259,7 +364,7 @@ def _local_head(node: dict[str, Any], seconds: float) -> _Head:
         problems: list[str] = []
         for n in range(1, START_TRIES + 1):
             try:
-                _head = _start_head(node, seconds)
+                _head = _start_head(node, seconds, hide_env)
             except _StartFailed as exc:
                 problems.append(str(exc))
                 logger.warning("ray: local start-up try %d of %d failed: %s", n, START_TRIES, exc)
@@ -300,9 +405,13 @@ def _token_auth() -> None:
     AuthenticationTokenLoader.instance().reset_cache()
 
 
-def _start_head(node: dict[str, Any], seconds: float) -> _Head:
-    """Start one local instance; on any failure kill everything it started."""
-    env = {k: v for k, v in os.environ.items() if k != "RAY_ADDRESS"}
+def _start_head(node: dict[str, Any], seconds: float, hide_env: frozenset[str]) -> _Head:
+    """Start one local instance; on any failure kill everything it started.
+
+    Its environment is this process's without ``RAY_ADDRESS`` and without ``hide_env``:
+    every Ray process (and every worker) inherits it.
+    """
+    env = {k: v for k, v in os.environ.items() if k != "RAY_ADDRESS" and k not in hide_env}
     fd, log_path = tempfile.mkstemp(prefix="dataspace-ray-head-", suffix=".log")
     with os.fdopen(fd, "wb") as log:
         proc = subprocess.Popen(
@@ -461,6 +570,7 @@ __all__ = [
     "DEFAULT_START_TIMEOUT",
     "START_TIMEOUT_ENV",
     "RayStartError",
+    "check_cluster",
     "check_reachable",
     "connect_ray",
     "ray_endpoint",

@@ -1,165 +1,128 @@
 """``ray job submit`` of the run entrypoint against a local ``ray start --head``.
 
 The head binds 127.0.0.1 only, with every port chosen free, its own temp folder, usage
-statistics and token authentication off. It runs in the foreground (``--block``) so the
-test stops exactly the processes it started, never another Ray instance on the machine.
+statistics and token authentication off (``dataspace.testing.ray_head``). It is started
+as from a plain shell: the venv's ``ray`` by its path, the venv not on ``PATH`` (so the
+job's ``python`` is not the venv's), with a model key in its environment (the cluster's).
+The job is submitted with the command ``docs/cluster.md`` documents.
 """
 
 from __future__ import annotations
 
-import contextlib
 import json
 import os
 import shutil
-import signal
-import socket
 import subprocess
 import sys
-import tempfile
 import time
 from collections.abc import Iterator
-from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+import yaml
 
+from dataspace.testing.ray_head import RayHead
 from dataspace.testing.releases import write_tiny_release
+from dataspace.testing.scripted_server import ScriptedServer
 
-pytestmark = [pytest.mark.ray, pytest.mark.slow, pytest.mark.integration]
+pytestmark = [pytest.mark.ray, pytest.mark.slow, pytest.mark.integration, pytest.mark.timeout(600)]
 
-REPO = Path(__file__).resolve().parents[2]
 VENV_BIN = Path(sys.executable).parent
+KEY_ENV = "DATASPACE_JOB_TEST_KEY"
+SECRET = "sk-job-3f1e0c9b7a5d4e2f8c6b"  # a stand-in key, in the cluster's environment only
 
 
-def _free_ports(n: int) -> list[int]:
-    socks, ports = [], []
-    for _ in range(n):
-        s = socket.socket()
-        s.bind(("127.0.0.1", 0))
-        socks.append(s)
-        ports.append(s.getsockname()[1])
-    for s in socks:
-        s.close()
-    return ports
-
-
-def _env() -> dict[str, str]:
-    env = dict(os.environ)
-    env["PATH"] = f"{VENV_BIN}{os.pathsep}{env.get('PATH', '')}"
-    env["RAY_USAGE_STATS_ENABLED"] = "0"
-    # A loopback-only test cluster: no token files of the user's other clusters.
-    env["RAY_AUTH_MODE"] = "disabled"
-    env.pop("RAY_ADDRESS", None)
+def _plain_env() -> dict[str, str]:
+    """The environment of a plain shell: the venv is not on PATH, no Ray variables."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("RAY_") and k != KEY_ENV}
+    path = [p for p in env.get("PATH", "").split(os.pathsep) if Path(p) != VENV_BIN]
+    env["PATH"] = os.pathsep.join(path)
+    env.pop("VIRTUAL_ENV", None)
     return env
 
 
-def _descendants(root: int) -> set[int]:
-    parents = {}
-    for entry in os.listdir("/proc"):
-        if entry.isdigit():
-            with contextlib.suppress(OSError, IndexError, ValueError):
-                stat = Path(f"/proc/{entry}/stat").read_bytes()
-                parents[int(entry)] = int(stat.rsplit(b")", 1)[1].split()[1])
-    found, grew = {root}, True
-    while grew:
-        grew = False
-        for pid, parent in parents.items():
-            if parent in found and pid not in found:
-                found.add(pid)
-                grew = True
-    return found
-
-
-@dataclass(frozen=True)
-class Head:
-    dashboard: str
-    gcs: str
-
-
 @pytest.fixture(scope="module")
-def ray_head() -> Iterator[Head]:
+def ray_head() -> Iterator[RayHead]:
     ray = shutil.which("ray", path=str(VENV_BIN))
     if ray is None:
         pytest.skip("the ray command is not installed in this environment")
-    (gcs, dash, nm, om, agent, agent_grpc, metrics, renv, client) = _free_ports(9)
-    temp = tempfile.mkdtemp(prefix="rj", dir="/tmp")
-    cmd = [
-        ray,
-        "start",
-        "--head",
-        "--block",
-        "--node-ip-address",
-        "127.0.0.1",
-        "--port",
-        str(gcs),
-        "--num-cpus",
-        "2",
-        "--include-dashboard",
-        "true",
-        "--dashboard-host",
-        "127.0.0.1",
-        "--dashboard-port",
-        str(dash),
-        "--node-manager-port",
-        str(nm),
-        "--object-manager-port",
-        str(om),
-        "--dashboard-agent-listen-port",
-        str(agent),
-        "--dashboard-agent-grpc-port",
-        str(agent_grpc),
-        "--metrics-export-port",
-        str(metrics),
-        "--runtime-env-agent-port",
-        str(renv),
-        "--ray-client-server-port",
-        str(client),
-        "--temp-dir",
-        temp,
-        "--disable-usage-stats",
-    ]
-    head = subprocess.Popen(
-        cmd, env=_env(), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, start_new_session=True
+    with RayHead(ray, env={**_plain_env(), KEY_ENV: SECRET}, dashboard=True) as head:
+        yield head
+
+
+def _submit(head: RayHead, spec: Path, job_id: str, cwd: Path, **env: str):
+    """``ray job submit`` as docs/cluster.md says, from a plain shell in ``cwd``."""
+    return subprocess.run(
+        [
+            str(VENV_BIN / "ray"), "job", "submit", "--address", head.dashboard,
+            "--submission-id", job_id, "--",
+            str(VENV_BIN / "python"), "-m", "ray_jobs.run", str(spec), "--no-sweep",
+        ],
+        env={**head.client_env(_plain_env()), **env},
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+        cwd=str(cwd),
+    )  # fmt: skip
+
+
+def _status(head: RayHead, job_id: str, monkeypatch: pytest.MonkeyPatch) -> str:
+    from ray.job_submission import JobSubmissionClient
+
+    monkeypatch.setenv("RAY_AUTH_MODE", "disabled")
+    return str(JobSubmissionClient(head.dashboard).get_job_status(job_id))
+
+
+def _actors(head: RayHead, monkeypatch: pytest.MonkeyPatch, **filters: str) -> list[str]:
+    """Class names of the cluster's actors (``ray list actors``), with ``filters``."""
+    from ray.util.state import list_actors
+
+    monkeypatch.setenv("RAY_AUTH_MODE", "disabled")
+    found = list_actors(
+        address=head.dashboard,
+        filters=[(k, "=", v) for k, v in filters.items()],
+        limit=1000,
+        raise_on_missing_output=False,
     )
-    address = f"http://127.0.0.1:{dash}"
-    try:
-        deadline = time.monotonic() + 90
-        while True:
-            if head.poll() is not None:
-                out = head.stdout.read().decode() if head.stdout else ""
-                pytest.fail(f"ray start exited with {head.returncode}: {out[-3000:]}")
-            probe = subprocess.run(
-                [ray, "job", "list", "--address", address],
-                env=_env(),
-                capture_output=True,
-                check=False,
-            )
-            if probe.returncode == 0:
-                break
-            if time.monotonic() > deadline:
-                pytest.fail(
-                    f"the Ray dashboard at {address} did not come up: {probe.stderr[-2000:]!r}"
-                )
-            time.sleep(1.0)
-        yield Head(dashboard=address, gcs=f"127.0.0.1:{gcs}")
-    finally:
-        family = _descendants(head.pid)
-        head.send_signal(signal.SIGTERM)
-        try:
-            head.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            head.kill()
-            head.wait()
-        for pid in family - {head.pid}:
-            with contextlib.suppress(ProcessLookupError, PermissionError):
-                os.kill(pid, signal.SIGKILL)
-        shutil.rmtree(temp, ignore_errors=True)
+    return sorted(a.class_name for a in found)
+
+
+def _spec(tmp_path: Path, url: str, *, key_env: str = KEY_ENV) -> Path:
+    release = write_tiny_release(tmp_path / "release", tasks=2)
+    spec = tmp_path / "spec.yaml"
+    react = {
+        "name": "react",
+        "harness": "dataspace-agent",
+        "model": {
+            "id": "scripted-model",
+            "base_url": url,
+            "key_env": key_env,
+            "prices": {"input": 2.0, "cached_input": 0.5, "output": 8.0},
+        },
+    }
+    spec.write_text(
+        yaml.safe_dump(
+            {
+                "run_id": "rayjob",
+                "release": str(release),
+                "store": f"file://{tmp_path / 'store'}",
+                "agents": [{"name": "gold", "harness": "gold"}, react],
+                "limits": {"model_turns": 2, "wall_seconds": 120, "command_timeout": 30},
+                "sandbox": {"backend": "local", "cpus": 1, "memory": "1GiB"},
+                "concurrency": 2,
+            },
+            sort_keys=False,
+        )
+    )
+    return spec
 
 
 def test_ray_job_submit_runs_a_spec_to_the_end(
-    ray_head: Head, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    ray_head: RayHead, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """Guards the cluster path: a run submitted as a Ray job finishes and scores 100% (gold)."""
+    """Guards the documented job from a plain shell: "No module named 'ray_jobs'", no
+    report.md/report.html, and a detached _SemaphoreActor left on the cluster."""
     from dataspace.errors import SandboxError
     from dataspace.sandbox.local import LocalBackend
 
@@ -167,54 +130,54 @@ def test_ray_job_submit_runs_a_spec_to_the_end(
         LocalBackend(state_dir=tmp_path / "probe-state")
     except SandboxError as exc:
         pytest.skip(f"the local sandbox cannot run here: {exc}")
-    release = write_tiny_release(tmp_path / "release", tasks=3)
-    store = tmp_path / "store"
-    spec = tmp_path / "spec.yaml"
-    spec.write_text(
-        "schema_version: '1.0'\nrun_id: rayjob\n"
-        f"release: {release}\nstore: file://{store}\n"
-        "agents: [{name: gold, harness: gold}]\n"
-        "sandbox: {backend: local, cpus: 1, memory: 1GiB}\n"
-        "concurrency: 2\n"
-    )
-    ray = str(VENV_BIN / "ray")
     job_id = f"ds-run-{os.getpid()}-{int(time.time())}"
-    submit = subprocess.run(
-        [
-            ray,
-            "job",
-            "submit",
-            "--address",
-            ray_head.dashboard,
-            "--submission-id",
-            job_id,
-            "--",
-            sys.executable,
-            "-m",
-            "ray_jobs.run",
-            str(spec),
-            "--no-sweep",
-        ],
-        env=_env(),
-        capture_output=True,
-        text=True,
-        timeout=240,
-        check=False,
-        cwd=str(tmp_path),
-    )
-    from ray.job_submission import JobStatus, JobSubmissionClient
-
-    monkeypatch.setenv("RAY_AUTH_MODE", "disabled")
-    status = JobSubmissionClient(ray_head.dashboard).get_job_status(job_id)
-    assert status == JobStatus.SUCCEEDED, (status, submit.stdout[-3000:], submit.stderr[-3000:])
-    assert "gold: 3/3 passed (100.00%)" in submit.stdout
-    summary = json.loads((store / "runs" / "rayjob" / "summary.json").read_text())
+    with ScriptedServer({"*": []}) as srv:
+        submit = _submit(ray_head, _spec(tmp_path, srv.url), job_id, tmp_path)
+        auth = {
+            {k.lower(): v for k, v in r.headers.items()}.get("authorization") for r in srv.requests
+        }
+    out = submit.stdout + submit.stderr
+    assert _status(ray_head, job_id, monkeypatch) == "SUCCEEDED", out[-4000:]
+    assert "No module named" not in out
+    assert "gold: 2/2 passed (100.00%)" in submit.stdout, out[-4000:]
+    assert auth == {f"Bearer {SECRET}"}, auth  # the key came from the cluster's environment
+    run = tmp_path / "store" / "runs" / "rayjob"
+    summary = json.loads((run / "summary.json").read_text())
     assert summary["agents"]["gold"]["accuracy"] == 1.0
-    assert (store / "runs" / "rayjob" / "results.parquet").is_file()
+    for name in ("results.parquet", "report.md", "report.html"):
+        assert (run / name).is_file(), name
+    assert f"report:  file://{run}/report.html" in submit.stdout
+    # the run's actors (key holder, model limiter) existed and none outlived the job
+    ours = {"KeyHolder", "_SemaphoreActor"}
+    assert ours <= set(_actors(ray_head, monkeypatch)), _actors(ray_head, monkeypatch)
+    deadline = time.monotonic() + 60
+    while ours & set(alive := _actors(ray_head, monkeypatch, state="ALIVE")):
+        assert time.monotonic() < deadline, alive
+        time.sleep(0.5)
+
+
+def test_a_job_without_the_key_says_it_belongs_in_the_cluster(
+    ray_head: RayHead, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Guards the job's preflight: it asked to export the key "in the shell that runs
+    dataspace", where the job (in the cluster's environment) never sees it."""
+    missing = "DATASPACE_JOB_TEST_OTHER_KEY"
+    job_id = f"ds-nokey-{os.getpid()}-{int(time.time())}"
+    with ScriptedServer({"*": []}) as srv:
+        spec = _spec(tmp_path, srv.url, key_env=missing)
+        # exported in the submitting shell: a job does not get it from there
+        submit = _submit(ray_head, spec, job_id, tmp_path, **{missing: "sk-shell-only"})
+    out = submit.stdout + submit.stderr
+    assert _status(ray_head, job_id, monkeypatch) == "FAILED", out[-4000:]
+    line = next((ln for ln in out.splitlines() if f"{missing} is not set" in ln), "")
+    assert "in the Ray job's environment" in line and "cluster's environment" in line, out
+    assert "ray job submit` does not pass it on" in line, line
+    assert "shell that runs dataspace" not in out
+    assert not (tmp_path / "store" / "runs" / "rayjob" / "spec.json").exists()
 
 
 def test_pod_slots_are_shared_by_every_process_of_the_cluster(
-    ray_head: Head, monkeypatch: pytest.MonkeyPatch
+    ray_head: RayHead, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """Guards the cluster-wide creation limit: one slot pool for all Ray workers."""
     import ray

@@ -138,8 +138,9 @@ def test_a_local_start_that_times_out_is_cleaned_up_reported_and_resumable(tmp_p
     """Guards Ray start-up under load: bounded, retried once, one line, nothing left over.
 
     The first command cannot start Ray in its (forced) time; it exits 1 with one line
-    naming ray and the fix, having killed what it started. The same command with the
-    default timeout then runs the recorded run to the end, and leaves no process behind.
+    naming ray and the fix, having killed what it started and recorded nothing (the spec
+    was recorded before Ray started). The same command with the default timeout then runs
+    the run to the end, and leaves no process behind.
     """
     release = write_tiny_release(tmp_path / "rel", tasks=2)
     spec = write_spec(
@@ -155,6 +156,7 @@ def test_a_local_start_that_times_out_is_cleaned_up_reported_and_resumable(tmp_p
     assert errors[0].startswith("error: ray: the local Ray instance did not start (2 tries")
     assert START_TIMEOUT_ENV in errors[0] and "ray start --head" in errors[0]
     assert "Traceback" not in failed.stderr + failed.stdout
+    assert not (tmp_path / "store" / "runs" / "r1" / "spec.json").exists()
     assert _wait_gone(marker) == []
 
     del env[START_TIMEOUT_ENV]
