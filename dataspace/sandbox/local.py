@@ -7,8 +7,9 @@ standard library and ``ctypes`` only). It is forked by a spawner thread that liv
 as the controller, because ``PR_SET_PDEATHSIG``, which the init sets, fires when the
 *thread* that forked it ends. The init unshares the mount, network, PID, IPC and UTS
 namespaces and forks PID 1 of the new PID namespace, which dies with its parent in turn.
-PID 1 mounts a tmpfs as the new root and fills it: read-only bind mounts of ``/usr`` and
-``/etc``, the ``/bin``-style links, the Data Workbench Runtime (``workbench.py``: its Python
+PID 1 mounts a tmpfs as the new root and fills it: read-only bind mounts of ``/usr``, of
+the workbench's own minimal ``/etc`` (``_etc.py``: no host users, name or package sources),
+the ``/bin``-style links, the Data Workbench Runtime (``workbench.py``: its Python
 at ``/usr/local``, where the official image has it, and ``/opt/dataspace`` with ``TOOLS.md``
 and the native harnesses), the workspace read-only at ``/workspace`` (as a read-only overlay
 built from detached mounts, so ``/proc/self/mountinfo`` shows no host path); size-limited
@@ -87,7 +88,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from dataspace.errors import ConfigError, SandboxClosedError, SandboxError
-from dataspace.sandbox import _cgroup, _procs, _seccomp, workbench
+from dataspace.sandbox import _cgroup, _etc, _procs, _seccomp, workbench
 from dataspace.sandbox._paths import OutputRoot
 from dataspace.sandbox.base import (
     OUTPUT_DIR,
@@ -201,7 +202,7 @@ class LocalBackend:
         self.tools = {name: _tool(name) for name in ("nsenter", "setpriv", "prlimit")}
         self.runtime_root = Path(runtime_root)
         self.runtime = workbench.read_manifest(self.runtime_root)
-        self.system_ops = _system_ops(self.runtime_root)
+        self.system_ops = _system_ops(self.runtime_root, self.state_dir)
         self.seccomp: _seccomp.Filter | None = None
         self._spawner: _procs.Spawner | None = None
         if seccomp:
@@ -280,6 +281,8 @@ class LocalBackend:
         except FileNotFoundError:
             entries = []
         for entry in entries:
+            if entry.name.startswith(_etc.FOLDER_PREFIX):  # shared by live sandboxes
+                continue
             record = _read_record(entry)
             if record is None:
                 # Being created right now, or a crash before the record was written.
@@ -319,12 +322,13 @@ class LocalBackend:
         shutil.rmtree(entry, ignore_errors=True)
 
 
-def _system_ops(runtime_root: Path) -> list[tuple[str, ...]]:
+def _system_ops(runtime_root: Path, state_dir: Path) -> list[tuple[str, ...]]:
     """The filesystem operations that give a sandbox the host's programs and the workbench.
 
-    The host's ``/usr`` and ``/etc`` (Debian's tools, the workbench's command-line tools
-    among them), the workbench Python at ``/usr/local`` (where the official image has its
-    Python, hiding the host's own ``/usr/local``) and, at ``/opt/dataspace``, the files the
+    The host's ``/usr`` (Debian's tools, the workbench's command-line tools among them),
+    the sandbox's own ``/etc`` (``_etc.py``, generated under ``state_dir``), the workbench
+    Python at ``/usr/local`` (where the official image has its Python, hiding the host's
+    own ``/usr/local``) and, at ``/opt/dataspace``, the files the
     official workbench image has there (``TOOLS.md``, ``capabilities.json``, the two package
     lists) and the runtime manifest: not the rest of the host's runtime root (its Python
     builds, the harness installs, which an attempt gets bound at ``/opt/harness/<name>``
@@ -338,7 +342,13 @@ def _system_ops(runtime_root: Path) -> list[tuple[str, ...]]:
             ops.append(("link", os.readlink(path), path))
         elif os.path.isdir(path):
             ops.append(("bind", path, path))
-    ops.extend(("bind", path, path) for path in ("/usr", "/etc"))
+    ops.append(("bind", "/usr", "/usr"))
+    try:
+        ops.extend(_etc.ops(state_dir))
+    except OSError as exc:
+        raise SandboxError(
+            f"local sandbox state folder {state_dir}: cannot write the sandbox's /etc: {exc}"
+        ) from exc
     root = os.path.realpath(runtime_root)
     # Resolved once: a rebuild swaps the link to a new folder, this sandbox keeps its own.
     ops.append(("bind", os.path.realpath(os.path.join(root, workbench.PYTHON_DIR)), "/usr/local"))
@@ -480,6 +490,7 @@ class LocalSandbox:
             sys.executable or "/usr/bin/python3", "-S", "-I", script,
             f"id={self.id}", f"ppid={os.getpid()}", f"wall={limits.wall_seconds:.6f}",
             f"root={self._dir / 'root'}", f"userns={userns}", f"late_userns={late_userns}",
+            f"hostname={_etc.HOSTNAME}",
         ]  # fmt: skip
         # /tmp first: the host's Python or venv may live under /tmp (a CI clone, say), and
         # a later tmpfs on /tmp would hide its bind mount.
