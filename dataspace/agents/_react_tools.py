@@ -29,7 +29,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from dataspace.agents._image import ImageRefused
+from dataspace.agents._image import DECODE_MEMORY_BYTES, ImageRefused
 from dataspace.agents._image import normalize_image as _normalize_image
 from dataspace.agents.base import PredictionSnapshot
 from dataspace.agents.protocol import OFFICIAL, ProtocolProfile
@@ -270,6 +270,7 @@ class ToolConfig:
     max_output_chars: int = 20_000
     image_max_edge: int = 1600
     image_jpeg_quality: int = 90
+    image_memory_bytes: int = DECODE_MEMORY_BYTES
     protocol: ProtocolProfile = OFFICIAL
 
 
@@ -389,7 +390,10 @@ class ToolBox:
         if len(data) != size:
             raise ValueError(f"image could not be read completely: {raw}")
         encoded, meta = _normalize_image(
-            data, max_edge=self.config.image_max_edge, quality=self.config.image_jpeg_quality
+            data,
+            max_edge=self.config.image_max_edge,
+            quality=self.config.image_jpeg_quality,
+            memory_bytes=self.config.image_memory_bytes,
         )
         from dataspace.agents._react_prompt import IMAGE_NOTE
 

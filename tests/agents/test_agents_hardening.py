@@ -336,3 +336,32 @@ def test_the_stored_and_scored_answer_is_the_submitted_one(
     assert stored and all(store.get_bytes(k) == answer for k in stored)
     meta = json.loads(next(store.get_bytes(k) for k in store.list("") if k.endswith("run.json")))
     assert meta["scored_sha256"] == hashlib.sha256(answer).hexdigest()
+
+
+def test_eight_attempts_decoding_bombs_at_once_stay_in_their_memory_groups() -> None:
+    """Guards the decoder running on the host outside any cgroup (a 13,300-pixel PNG took it
+    to 2.0 GB, bounded only by 3 GiB of address space per attempt): each decode is charged
+    to a memory group of its own, killed at its limit, and the controller stays small."""
+    from dataspace.sandbox import confine
+
+    if not confine.available():
+        pytest.skip("no writable cgroup hierarchy on this host (decoders use RLIMIT_AS)")
+    done = subprocess.run(
+        [sys.executable, str(ROOT / "scripts" / "bench_image_bombs.py"),
+         "--attempts", "8", "--pixels", "12000", "--memory-mib", "256"],
+        capture_output=True, text=True, timeout=600, cwd=ROOT, check=False,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr[-2000:]
+    got = json.loads(done.stdout.strip().splitlines()[-1])
+    assert got["bomb_bytes"] < 2 * 1024**2 and got["pixels"] == 144_000_000
+    limit = 256 * 1024**2
+    for result in got["results"]:  # a clear tool error, not a crash
+        assert result["ok"] is False and result["error_type"] == "MemoryError", result
+        assert "256 MiB" in result["error"]
+    assert len(got["decoders"]) == 8
+    assert len({d["group"] for d in got["decoders"]}) == 8  # one group per decode
+    for decoder in got["decoders"]:
+        assert decoder["group"] and decoder["limit"] == limit and decoder["oom_killed"] is True
+        # the raster was charged to that group, up to its limit
+        assert 128 * 1024**2 < decoder["peak"] <= limit + 1024**2, decoder
+    assert got["controller_peak_mib"] < 300, got["controller_peak_mib"]
