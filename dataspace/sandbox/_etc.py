@@ -12,23 +12,19 @@ configuration (``ld.so.cache``, ``ld.so.conf``, ``ld.so.conf.d``), Debian's prog
 alternatives (``alternatives``: ``awk``, the BLAS libraries ...) and the fontconfig setup
 (``fonts``: poppler's renderers and ffmpeg's text filters read it).
 
-The generated folder is written once per content into the backend's state folder
-(:func:`ensure`) and shown read-only at ``/etc`` by every sandbox, as the workspace is
-(its host path appears nowhere in the sandbox's mount table); the host entries are bound
-over their placeholders in it.
+Each sandbox gets its own copy, written by :func:`ops` into its state folder (a few small
+files, removed with the sandbox), shown read-only at ``/etc`` as the workspace is (its
+host path appears nowhere in the sandbox's mount table); the host entries are bound over
+their placeholders in it.
 """
 
 from __future__ import annotations
 
-import hashlib
 import os
-import tempfile
 from pathlib import Path
 
 HOSTNAME = "sandbox"
 """The host name every sandbox has (its UTS namespace and ``/etc/hostname``)."""
-FOLDER_PREFIX = "etc-"
-"""Generated folders in the state folder are named ``etc-<content hash>``."""
 
 _PROFILE = """\
 # /etc/profile: system-wide .profile file for the Bourne shell (sh(1))
@@ -85,61 +81,44 @@ HOST_ENTRIES = ("ld.so.cache", "ld.so.conf", "ld.so.conf.d", "alternatives", "fo
 """Host entries shown read-only over their placeholders (see the module docstring)."""
 
 
-def _digest(host_etc: str) -> str:
-    h = hashlib.sha256()
-    for name in sorted(FILES):
-        h.update(f"f\0{name}\0{FILES[name]}\0".encode())
-    for name in sorted(LINKS):
-        h.update(f"l\0{name}\0{LINKS[name]}\0".encode())
-    for name in _carried(host_etc):
-        h.update(f"h\0{name}\0{os.path.isdir(os.path.join(host_etc, name))}\0".encode())
-    return h.hexdigest()[:16]
-
-
 def _carried(host_etc: str) -> list[str]:
     return [name for name in HOST_ENTRIES if os.path.exists(os.path.join(host_etc, name))]
 
 
-def ensure(state_dir: Path, host_etc: str = "/etc") -> Path:
-    """The generated ``/etc`` folder under ``state_dir``, written if it is not there yet.
-
-    Written into a temporary folder and renamed into place, so concurrent controllers
-    sharing the state folder each see a complete one.
+def write(folder: Path, host_etc: str = "/etc") -> None:
+    """Write the sandbox's ``/etc`` into ``folder`` (created; it must not exist yet).
 
     Raises:
-        OSError: the state folder is not writable.
+        OSError: ``folder`` cannot be written.
     """
-    final = state_dir / f"{FOLDER_PREFIX}{_digest(host_etc)}"
-    if final.is_dir() and not final.is_symlink():
-        return final
-    tmp = Path(tempfile.mkdtemp(prefix=f".{FOLDER_PREFIX}", dir=state_dir))
+    folder.mkdir(mode=0o755)
     for name, text in FILES.items():
-        (tmp / name).write_text(text)
-        (tmp / name).chmod(0o644)
+        (folder / name).write_text(text)
+        (folder / name).chmod(0o644)
     for name, target in LINKS.items():
-        os.symlink(target, tmp / name)
+        os.symlink(target, folder / name)
     for name in _carried(host_etc):  # placeholders the host entries are bound over
         if os.path.isdir(os.path.join(host_etc, name)):
-            (tmp / name).mkdir(mode=0o755)
+            (folder / name).mkdir(mode=0o755)
         else:
-            (tmp / name).touch(mode=0o644)
-    tmp.chmod(0o755)
-    try:
-        tmp.rename(final)
-    except OSError:  # another controller wrote it first: theirs has the same content
-        import shutil
-
-        shutil.rmtree(tmp, ignore_errors=True)
-    return final
+            (folder / name).touch(mode=0o644)
+    folder.chmod(0o755)
 
 
-def ops(state_dir: Path, host_etc: str = "/etc") -> list[tuple[str, ...]]:
-    """The sandbox init's operations that build ``/etc`` (see ``_init.py``)."""
+def ops(folder: Path, host_etc: str = "/etc") -> list[tuple[str, ...]]:
+    """Write the sandbox's ``/etc`` into ``folder``; return the init's operations for it.
+
+    The operations are those of ``_init.py``: the folder, then the host entries over it.
+
+    Raises:
+        OSError: ``folder`` cannot be written.
+    """
+    write(folder, host_etc)
     # shown as the workspace is (``hidden``): mountinfo names no host path
-    out: list[tuple[str, ...]] = [("hidden", str(ensure(state_dir, host_etc)), "/etc")]
+    out: list[tuple[str, ...]] = [("hidden", str(folder), "/etc")]
     for name in _carried(host_etc):
         out.append(("bind", os.path.join(host_etc, name), f"/etc/{name}"))
     return out
 
 
-__all__ = ["FILES", "FOLDER_PREFIX", "HOSTNAME", "HOST_ENTRIES", "LINKS", "ensure", "ops"]
+__all__ = ["FILES", "HOSTNAME", "HOST_ENTRIES", "LINKS", "ops", "write"]

@@ -202,7 +202,7 @@ class LocalBackend:
         self.tools = {name: _tool(name) for name in ("nsenter", "setpriv", "prlimit")}
         self.runtime_root = Path(runtime_root)
         self.runtime = workbench.read_manifest(self.runtime_root)
-        self.system_ops = _system_ops(self.runtime_root, self.state_dir)
+        self.system_ops = _system_ops(self.runtime_root)
         self.seccomp: _seccomp.Filter | None = None
         self._spawner: _procs.Spawner | None = None
         if seccomp:
@@ -281,8 +281,6 @@ class LocalBackend:
         except FileNotFoundError:
             entries = []
         for entry in entries:
-            if entry.name.startswith(_etc.FOLDER_PREFIX):  # shared by live sandboxes
-                continue
             record = _read_record(entry)
             if record is None:
                 # Being created right now, or a crash before the record was written.
@@ -322,18 +320,17 @@ class LocalBackend:
         shutil.rmtree(entry, ignore_errors=True)
 
 
-def _system_ops(runtime_root: Path, state_dir: Path) -> list[tuple[str, ...]]:
+def _system_ops(runtime_root: Path) -> list[tuple[str, ...]]:
     """The filesystem operations that give a sandbox the host's programs and the workbench.
 
     The host's ``/usr`` (Debian's tools, the workbench's command-line tools among them),
-    the sandbox's own ``/etc`` (``_etc.py``, generated under ``state_dir``), the workbench
-    Python at ``/usr/local`` (where the official image has its Python, hiding the host's
-    own ``/usr/local``) and, at ``/opt/dataspace``, the files the
+    the workbench Python at ``/usr/local`` (where the official image has its Python,
+    hiding the host's own ``/usr/local``) and, at ``/opt/dataspace``, the files the
     official workbench image has there (``TOOLS.md``, ``capabilities.json``, the two package
     lists) and the runtime manifest: not the rest of the host's runtime root (its Python
     builds, the harness installs, which an attempt gets bound at ``/opt/harness/<name>``
     only when its harness needs one). Nothing of the controller's Python or virtual
-    environment.
+    environment; the sandbox's ``/etc`` is its own (``_etc.py``).
     """
     ops: list[tuple[str, ...]] = []
     for name in ("bin", "sbin", "lib", "lib32", "lib64", "libx32"):
@@ -343,12 +340,6 @@ def _system_ops(runtime_root: Path, state_dir: Path) -> list[tuple[str, ...]]:
         elif os.path.isdir(path):
             ops.append(("bind", path, path))
     ops.append(("bind", "/usr", "/usr"))
-    try:
-        ops.extend(_etc.ops(state_dir))
-    except OSError as exc:
-        raise SandboxError(
-            f"local sandbox state folder {state_dir}: cannot write the sandbox's /etc: {exc}"
-        ) from exc
     root = os.path.realpath(runtime_root)
     # Resolved once: a rebuild swaps the link to a new folder, this sandbox keeps its own.
     ops.append(("bind", os.path.realpath(os.path.join(root, workbench.PYTHON_DIR)), "/usr/local"))
@@ -496,6 +487,12 @@ class LocalSandbox:
         # a later tmpfs on /tmp would hide its bind mount.
         argv += ["tmpfs", TMP_DIR, f"size={limits.tmp_bytes},mode=1777"]
         for op in backend.system_ops:
+            argv.extend(op)
+        try:
+            etc = _etc.ops(self._dir / "etc")
+        except OSError as exc:
+            raise SandboxError(f"sandbox {self.id}: cannot write its /etc: {exc}") from exc
+        for op in etc:
             argv.extend(op)
         argv += ["hidden", str(workspace), WORKSPACE_DIR]
         for host, inside in self._runtime_binds:
