@@ -285,6 +285,63 @@ def check_evaluator_limits(data: bytes, label: str) -> None:
         raise ValueError(f"the evaluator would reject this CSV: {exc}") from exc
 
 
+def stat_in_sandbox(
+    sandbox: Sandbox,
+    path: str,
+    *,
+    raw: str | None = None,
+    roots: str = OUTPUT_DIR,
+    max_bytes: int = MAX_PREDICTION_BYTES,
+    not_file: str = "not a regular file",
+    timeout: float = 60.0,
+) -> tuple[str, int]:
+    """Resolve ``path`` inside the sandbox (symbolic links too); return its real path, size.
+
+    Args:
+        sandbox: the sandbox whose file it is.
+        path: the sandbox path to resolve.
+        raw: the path as the model wrote it, for the messages (default: ``path``).
+        roots: space-separated folders the resolved path must stay under.
+        max_bytes: the largest size accepted.
+        not_file: the message when the path is not a regular file.
+        timeout: seconds for the check.
+
+    Raises:
+        FileNotFoundError: nothing there.
+        ValueError: it leaves ``roots``, is not a regular file or is too large.
+    """
+    res = sandbox.exec(
+        ["/bin/sh", "-c", _STAT_SCRIPT, "sh", path, str(max_bytes), roots],
+        timeout=timeout,
+        cwd=OUTPUT_DIR,
+    )
+    if res.exit_code != 0:
+        msg = (res.stderr.strip().splitlines() or ["cannot read the file"])[-1]
+        if res.exit_code == 6:
+            raise FileNotFoundError(f"path does not exist: {raw or path}")
+        if res.exit_code == 4:
+            raise ValueError(not_file)
+        raise ValueError(msg)
+    lines = res.stdout.splitlines()
+    if len(lines) < 2:
+        raise ValueError(f"cannot inspect {path}")
+    return lines[0], int(lines[1])
+
+
+def read_prediction_csv(sandbox: Sandbox) -> tuple[str, bytes]:
+    """The file ``/output/prediction.csv`` names and its bytes, as the official runner copies it.
+
+    A symbolic link is followed inside the sandbox and must stay under ``/output``.
+
+    Raises:
+        FileNotFoundError: there is no ``prediction.csv``.
+        ValueError: it leaves ``/output``, is not a regular file or is over 20 MiB.
+        OSError: it could not be read.
+    """
+    real, _ = stat_in_sandbox(sandbox, PREDICTION_PATH)
+    return real, sandbox.read_file(real, max_bytes=MAX_PREDICTION_BYTES)
+
+
 @dataclass(frozen=True, kw_only=True)
 class ToolOutcome:
     """What one tool call produced.
@@ -407,22 +464,15 @@ class ToolBox:
     def _stat(
         self, path: str, raw: str, roots: str, max_bytes: int, not_file: str
     ) -> tuple[str, int]:
-        res = self.sandbox.exec(
-            ["/bin/sh", "-c", _STAT_SCRIPT, "sh", path, str(max_bytes), roots],
+        return stat_in_sandbox(
+            self.sandbox,
+            path,
+            raw=raw,
+            roots=roots,
+            max_bytes=max_bytes,
+            not_file=not_file,
             timeout=min(60.0, self.config.command_timeout),
-            cwd=OUTPUT_DIR,
         )
-        if res.exit_code != 0:
-            msg = (res.stderr.strip().splitlines() or ["cannot read the file"])[-1]
-            if res.exit_code == 6:
-                raise FileNotFoundError(f"path does not exist: {raw}")
-            if res.exit_code == 4:
-                raise ValueError(not_file)
-            raise ValueError(msg)
-        lines = res.stdout.splitlines()
-        if len(lines) < 2:
-            raise ValueError(f"cannot inspect {path}")
-        return lines[0], int(lines[1])
 
     def _view_image(self, args: Mapping[str, Any]) -> ToolOutcome:
         raw = args.get("path")
@@ -614,6 +664,8 @@ __all__ = [
     "ToolRefused",
     "check_evaluator_limits",
     "check_prediction",
+    "read_prediction_csv",
     "resolve_agent_path",
+    "stat_in_sandbox",
     "truncate",
 ]
