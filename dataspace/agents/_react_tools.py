@@ -170,8 +170,12 @@ sys.stdout.write(json.dumps(out))
 
 # Resolves a path inside the sandbox, checks it stays under the allowed roots, exists, is a
 # regular file and is not too large; prints its real path and size (exit 3: escape,
-# 6: missing, 4: not a file, 5: too large). Arguments: path, max bytes, space-separated roots.
+# 6: missing, 4: not a file, 5: too large). Arguments: path, max bytes, space-separated
+# roots, and 1 to refuse a path that passes through a link with an absolute target.
 _STAT_SCRIPT = r"""
+if [ "$4" = 1 ] && namei -x -- "$1" 2>/dev/null | grep -q -e ' -> /'; then
+  echo "path escapes the permitted workspace/output roots" >&2; exit 3
+fi
 p=$(realpath -m -- "$1" 2>/dev/null) || { echo "cannot resolve $1" >&2; exit 3; }
 ok=1
 for root in $3; do case "$p" in "$root"|"$root"/*) ok=0;; esac; done
@@ -294,6 +298,7 @@ def stat_in_sandbox(
     max_bytes: int = MAX_PREDICTION_BYTES,
     not_file: str = "not a regular file",
     timeout: float = 60.0,
+    absolute_links: bool = True,
 ) -> tuple[str, int]:
     """Resolve ``path`` inside the sandbox (symbolic links too); return its real path, size.
 
@@ -305,13 +310,24 @@ def stat_in_sandbox(
         max_bytes: the largest size accepted.
         not_file: the message when the path is not a regular file.
         timeout: seconds for the check.
+        absolute_links: follow links whose target is absolute (else such a path is
+            refused as leaving ``roots``).
 
     Raises:
         FileNotFoundError: nothing there.
         ValueError: it leaves ``roots``, is not a regular file or is too large.
     """
     res = sandbox.exec(
-        ["/bin/sh", "-c", _STAT_SCRIPT, "sh", path, str(max_bytes), roots],
+        [
+            "/bin/sh",
+            "-c",
+            _STAT_SCRIPT,
+            "sh",
+            path,
+            str(max_bytes),
+            roots,
+            "01"[not absolute_links],
+        ],
         timeout=timeout,
         cwd=OUTPUT_DIR,
     )
@@ -472,6 +488,7 @@ class ToolBox:
             max_bytes=max_bytes,
             not_file=not_file,
             timeout=min(60.0, self.config.command_timeout),
+            absolute_links=not self.rules.absolute_links_refused,
         )
 
     def _view_image(self, args: Mapping[str, Any]) -> ToolOutcome:

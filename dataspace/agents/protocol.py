@@ -42,6 +42,11 @@ way round for every rule but ``strip_question``):
   20 MiB is then checked inside the sandbox and the evaluator rejects it when it is scored.
 - ``resource_markers`` (official: off): a command killed by the memory or process limit
   gets a marker line in its stderr.
+- ``absolute_links_refused``: a path that passes through a symbolic link with an absolute
+  target (``prediction.csv -> /output/answers/final.csv``) is refused as leaving the
+  permitted roots, as the official tools resolve links on the host, where such a target
+  names a host path (extended: resolved inside the sandbox like a relative link, and
+  accepted when it stays under the roots).
 
 Both profiles share what the official baseline fixes and nothing improves on: the system
 prompt and tool schemas, ``max_tokens`` 32,768, ``tool_choice: auto``, truncation to 20,000
@@ -79,6 +84,7 @@ class ProtocolProfile:
     strip_question: bool
     check_evaluator_limits: bool
     resource_markers: bool
+    absolute_links_refused: bool
 
     @classmethod
     def rules(cls) -> tuple[str, ...]:
@@ -105,6 +111,7 @@ OFFICIAL = ProtocolProfile(
     strip_question=True,
     check_evaluator_limits=False,
     resource_markers=False,
+    absolute_links_refused=True,
 )
 
 EXTENDED = ProtocolProfile(
@@ -122,6 +129,7 @@ EXTENDED = ProtocolProfile(
     strip_question=True,
     check_evaluator_limits=True,
     resource_markers=True,
+    absolute_links_refused=False,
 )
 
 PROFILES: dict[str, ProtocolProfile] = {p.name: p for p in (OFFICIAL, EXTENDED)}

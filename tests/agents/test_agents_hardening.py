@@ -559,3 +559,32 @@ def test_eight_attempts_decoding_bombs_at_once_stay_in_their_memory_groups() -> 
         # the raster was charged to that group, up to its limit
         assert 128 * 1024**2 < decoder["peak"] <= limit + 1024**2, decoder
     assert got["controller_peak_mib"] < 300, got["controller_peak_mib"]
+
+
+def test_a_link_with_an_absolute_target_is_refused_under_official_only(
+    local_backend: Any, tmp_path: Path
+) -> None:
+    """Guards prediction.csv -> /output/answers/final.csv: the official tool resolves it on
+    the host (a host path, refused); the extended profile resolves it in the sandbox."""
+    ws = workspace(tmp_path, {"readme.txt": b"x"})
+    outcomes = {}
+    for profile in (OFFICIAL, EXTENDED):
+        sb = local_backend.create(_spec(ws))
+        try:
+            sb.write_file("/output/answers/final.csv", ANSWER)
+            link = ["ln", "-s", "/output/answers/final.csv", "/output/prediction.csv"]
+            assert sb.exec(link).exit_code == 0
+            tools = ToolBox(sb, ToolConfig(protocol=profile))
+            outcomes[profile.name] = tools.execute(
+                "submit_answer", json.dumps({"path": "/output/prediction.csv"})
+            )
+        finally:
+            sb.close()
+    assert outcomes["official"].result == {
+        "ok": False,
+        "error_type": "ValueError",
+        "error": "path escapes the permitted workspace/output roots",
+    }
+    extended = outcomes["extended"]
+    assert extended.result["accepted"] is True
+    assert extended.snapshot is not None and extended.snapshot.data == ANSWER

@@ -179,6 +179,7 @@ SWITCHED_OFF = [
     ("main", "strip_question"),
     ("retries", "sdk_default_retries"),
     ("oversize", "check_evaluator_limits"),
+    ("symlink", "absolute_links_refused"),
 ]
 
 
