@@ -24,6 +24,7 @@ Usage::
 from __future__ import annotations
 
 import argparse
+import hashlib
 import json
 import os
 import shutil
@@ -155,14 +156,19 @@ def _record_case(case: Path, tmp: Path, official: dict[str, Any]) -> dict[str, A
     out.mkdir()
     for i, req in enumerate(requests):
         (out / f"{i:03d}.json").write_bytes(req.raw)
+    # what the official runner copies and scores: the file, or a symbolic link's target
     prediction = task_dir / "output" / "prediction.csv"
+    data = prediction.read_bytes() if prediction.is_file() else None
     summary = {
         "status": result.status,
         "model_turns": result.model_turns,
         "tool_actions": result.tool_actions,
         "requests": len(requests),
         "error_type": result.error.split(":", 1)[0] if result.error else None,
-        "prediction_csv": prediction.read_text(encoding="utf-8") if prediction.is_file() else None,
+        # the text when it is small enough to read in a fixture, else only its size and digest
+        "prediction_csv": data.decode("utf-8") if data is not None and len(data) <= 2**16 else None,
+        "prediction_bytes": len(data) if data is not None else None,
+        "prediction_sha256": hashlib.sha256(data).hexdigest() if data is not None else None,
     }
     (case / "result.json").write_text(json.dumps(summary, indent=1) + "\n", encoding="utf-8")
     return summary

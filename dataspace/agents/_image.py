@@ -9,8 +9,11 @@ itself:
    ``Image.open`` does: past 2 x ``Image.MAX_IMAGE_PIXELS`` the call fails with Pillow's
    ``DecompressionBombError`` and its message.
 2. ``normalize_image`` decodes, orients, converts and re-encodes in a child Python process
-   whose address space is limited (``DECODE_MEMORY_BYTES``): an image that needs more fails
-   there with ``MemoryError`` and the controller's memory stays where it was.
+   limited to ``DECODE_MEMORY_BYTES``: in a control group of its own with that memory
+   limit (``dataspace.sandbox.confine``; everything it allocates is charged there, and the
+   kernel kills it alone at the limit), or, on a host with no writable cgroups, under that
+   much address space (``RLIMIT_AS``). An image that needs more is refused with a
+   ``MemoryError`` observation and the controller's memory stays where it was.
 
 The re-encoding is the official one: EXIF orientation applied, RGB, thumbnail to the long
 edge with Lanczos, JPEG at the given quality with ``optimize=True``.
@@ -80,7 +83,7 @@ def normalize_image(
     """Re-encode an image as RGB JPEG whose long edge is at most ``max_edge`` pixels.
 
     The header is checked here; the pixels are decoded in a child process limited to
-    ``memory_bytes`` of address space.
+    ``memory_bytes`` (its own memory group, or its address space without cgroups).
 
     Returns:
         The JPEG bytes and the observation's image fields (sizes, encoding, quality).
@@ -88,7 +91,10 @@ def normalize_image(
     Raises:
         ImageRefused: the image is unreadable, too large, or needs more memory than allowed.
     """
+    from dataspace.sandbox import confine
+
     measure(data)
+    grouped = confine.available()
     cmd = [
         sys.executable,
         "-I",
@@ -96,19 +102,21 @@ def normalize_image(
         "-c",
         _CHILD,
         _pillow_path(),
-        str(memory_bytes),
+        "0" if grouped else str(memory_bytes),  # the group's limit, else the address space
         str(max_edge),
         str(quality),
     ]
     try:
-        done = subprocess.run(
-            cmd, input=data, capture_output=True, timeout=timeout, check=False, env={}
-        )
+        done = confine.run(cmd, input=data, memory_bytes=memory_bytes, timeout=timeout, env={})
     except subprocess.TimeoutExpired as exc:
         raise ImageRefused("TimeoutError", f"decoding took longer than {timeout:.0f} s") from exc
+    logger.info(
+        "image decode: exit %s, group %s, memory peak %s of %s bytes, oom killed %s",
+        done.returncode, done.group, done.memory_peak, memory_bytes, done.oom_killed,
+    )  # fmt: skip
     if done.returncode != 0 or not done.stdout:
         tail = done.stderr.decode("utf-8", "replace").strip().splitlines()[-1:] or ["no output"]
-        if "MemoryError" in done.stderr.decode("utf-8", "replace"):
+        if done.oom_killed or "MemoryError" in done.stderr.decode("utf-8", "replace"):
             raise ImageRefused(
                 "MemoryError",
                 f"decoding this image needs more than {memory_bytes // 1024**2} MiB of memory",
@@ -134,7 +142,8 @@ def _pillow_path() -> str:
 _CHILD = r"""
 import resource, sys
 limit = int(sys.argv[2])
-resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
+if limit:
+    resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
 sys.path.insert(0, sys.argv[1])
 import base64, io, json
 def main():

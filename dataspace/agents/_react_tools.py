@@ -11,6 +11,13 @@ they are infrastructure faults.
 Images are measured and decoded by ``dataspace.agents._image`` (header check, then a
 memory-bounded child process). An accepted answer's bytes are read at submit time and kept
 as the attempt's ``PredictionSnapshot``: that copy is what is stored and scored.
+
+Paths are resolved inside the sandbox (``realpath`` there), so a ``prediction.csv`` that is
+a symbolic link to another file under ``/output`` is the file it names, as the official
+runner copies a linked prediction's target; a link that leaves ``/output`` is refused. An
+answer over the evaluator's 20 MiB limit is refused under ``check_evaluator_limits``; the
+official profile accepts it as the official tool does (its shape is checked inside the
+sandbox, never read into the controller) and the evaluator then judges the collected file.
 """
 
 from __future__ import annotations
@@ -29,7 +36,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from dataspace.agents._image import ImageRefused
+from dataspace.agents._image import DECODE_MEMORY_BYTES, ImageRefused
 from dataspace.agents._image import normalize_image as _normalize_image
 from dataspace.agents.base import PredictionSnapshot
 from dataspace.agents.protocol import OFFICIAL, ProtocolProfile
@@ -126,10 +133,49 @@ TOOL_SCHEMAS: list[dict[str, Any]] = [
     },
 ]
 
+# Checks an answer too large to read into the controller, inside the sandbox, as the
+# official ``validate_prediction`` reads it; prints its shape and digest, or the error.
+_SHAPE_SCRIPT = r"""
+import csv, hashlib, json, sys
+def shape(path):
+    csv.field_size_limit(min(sys.maxsize, 128 * 1024 * 1024))
+    with open(path, "r", encoding="utf-8-sig", newline="") as handle:
+        reader = csv.reader(handle)
+        try:
+            header = next(reader)
+        except StopIteration:
+            raise ValueError("prediction CSV is empty") from None
+        width = len(header)
+        if width == 0:
+            raise ValueError("prediction CSV has no columns")
+        rows = 0
+        for number, row in enumerate(reader, start=2):
+            if len(row) != width:
+                raise ValueError(f"row {number} has {len(row)} columns; expected {width}")
+            rows += 1
+    return width, rows
+path = sys.argv[1]
+digest, size = hashlib.sha256(), 0
+with open(path, "rb") as raw:
+    for chunk in iter(lambda: raw.read(1024 * 1024), b""):
+        digest.update(chunk)
+        size += len(chunk)
+out = {"bytes": size, "sha256": digest.hexdigest()}
+try:
+    out["columns"], out["data_rows"] = shape(path)
+except Exception as exc:
+    out["error_type"], out["error"] = type(exc).__name__, str(exc)
+sys.stdout.write(json.dumps(out))
+"""
+
 # Resolves a path inside the sandbox, checks it stays under the allowed roots, exists, is a
 # regular file and is not too large; prints its real path and size (exit 3: escape,
-# 6: missing, 4: not a file, 5: too large). Arguments: path, max bytes, space-separated roots.
+# 6: missing, 4: not a file, 5: too large). Arguments: path, max bytes, space-separated
+# roots, and 1 to refuse a path that passes through a link with an absolute target.
 _STAT_SCRIPT = r"""
+if [ "$4" = 1 ] && namei -x -- "$1" 2>/dev/null | grep -q -e ' -> /'; then
+  echo "path escapes the permitted workspace/output roots" >&2; exit 3
+fi
 p=$(realpath -m -- "$1" 2>/dev/null) || { echo "cannot resolve $1" >&2; exit 3; }
 ok=1
 for root in $3; do case "$p" in "$root"|"$root"/*) ok=0;; esac; done
@@ -243,6 +289,75 @@ def check_evaluator_limits(data: bytes, label: str) -> None:
         raise ValueError(f"the evaluator would reject this CSV: {exc}") from exc
 
 
+def stat_in_sandbox(
+    sandbox: Sandbox,
+    path: str,
+    *,
+    raw: str | None = None,
+    roots: str = OUTPUT_DIR,
+    max_bytes: int = MAX_PREDICTION_BYTES,
+    not_file: str = "not a regular file",
+    timeout: float = 60.0,
+    absolute_links: bool = True,
+) -> tuple[str, int]:
+    """Resolve ``path`` inside the sandbox (symbolic links too); return its real path, size.
+
+    Args:
+        sandbox: the sandbox whose file it is.
+        path: the sandbox path to resolve.
+        raw: the path as the model wrote it, for the messages (default: ``path``).
+        roots: space-separated folders the resolved path must stay under.
+        max_bytes: the largest size accepted.
+        not_file: the message when the path is not a regular file.
+        timeout: seconds for the check.
+        absolute_links: follow links whose target is absolute (else such a path is
+            refused as leaving ``roots``).
+
+    Raises:
+        FileNotFoundError: nothing there.
+        ValueError: it leaves ``roots``, is not a regular file or is too large.
+    """
+    res = sandbox.exec(
+        [
+            "/bin/sh",
+            "-c",
+            _STAT_SCRIPT,
+            "sh",
+            path,
+            str(max_bytes),
+            roots,
+            "01"[not absolute_links],
+        ],
+        timeout=timeout,
+        cwd=OUTPUT_DIR,
+    )
+    if res.exit_code != 0:
+        msg = (res.stderr.strip().splitlines() or ["cannot read the file"])[-1]
+        if res.exit_code == 6:
+            raise FileNotFoundError(f"path does not exist: {raw or path}")
+        if res.exit_code == 4:
+            raise ValueError(not_file)
+        raise ValueError(msg)
+    lines = res.stdout.splitlines()
+    if len(lines) < 2:
+        raise ValueError(f"cannot inspect {path}")
+    return lines[0], int(lines[1])
+
+
+def read_prediction_csv(sandbox: Sandbox) -> tuple[str, bytes]:
+    """The file ``/output/prediction.csv`` names and its bytes, as the official runner copies it.
+
+    A symbolic link is followed inside the sandbox and must stay under ``/output``.
+
+    Raises:
+        FileNotFoundError: there is no ``prediction.csv``.
+        ValueError: it leaves ``/output``, is not a regular file or is over 20 MiB.
+        OSError: it could not be read.
+    """
+    real, _ = stat_in_sandbox(sandbox, PREDICTION_PATH)
+    return real, sandbox.read_file(real, max_bytes=MAX_PREDICTION_BYTES)
+
+
 @dataclass(frozen=True, kw_only=True)
 class ToolOutcome:
     """What one tool call produced.
@@ -270,7 +385,16 @@ class ToolConfig:
     max_output_chars: int = 20_000
     image_max_edge: int = 1600
     image_jpeg_quality: int = 90
+    image_memory_bytes: int = DECODE_MEMORY_BYTES
     protocol: ProtocolProfile = OFFICIAL
+
+
+class ToolRefused(Exception):
+    """A tool call failed in a way the official tool reports under another exception's name."""
+
+    def __init__(self, error_type: str, message: str) -> None:
+        self.error_type = error_type
+        super().__init__(message)
 
 
 class ToolBox:
@@ -300,7 +424,7 @@ class ToolBox:
             raise ValueError(f"unknown tool: {name}")
         except DataSpaceError:
             raise  # sandbox and infrastructure faults are not the model's doing
-        except ImageRefused as exc:
+        except (ImageRefused, ToolRefused) as exc:
             return ToolOutcome(
                 result={"ok": False, "error_type": exc.error_type, "error": str(exc)}
             )
@@ -356,22 +480,16 @@ class ToolBox:
     def _stat(
         self, path: str, raw: str, roots: str, max_bytes: int, not_file: str
     ) -> tuple[str, int]:
-        res = self.sandbox.exec(
-            ["/bin/sh", "-c", _STAT_SCRIPT, "sh", path, str(max_bytes), roots],
+        return stat_in_sandbox(
+            self.sandbox,
+            path,
+            raw=raw,
+            roots=roots,
+            max_bytes=max_bytes,
+            not_file=not_file,
             timeout=min(60.0, self.config.command_timeout),
-            cwd=OUTPUT_DIR,
+            absolute_links=not self.rules.absolute_links_refused,
         )
-        if res.exit_code != 0:
-            msg = (res.stderr.strip().splitlines() or ["cannot read the file"])[-1]
-            if res.exit_code == 6:
-                raise FileNotFoundError(f"path does not exist: {raw}")
-            if res.exit_code == 4:
-                raise ValueError(not_file)
-            raise ValueError(msg)
-        lines = res.stdout.splitlines()
-        if len(lines) < 2:
-            raise ValueError(f"cannot inspect {path}")
-        return lines[0], int(lines[1])
 
     def _view_image(self, args: Mapping[str, Any]) -> ToolOutcome:
         raw = args.get("path")
@@ -389,7 +507,10 @@ class ToolBox:
         if len(data) != size:
             raise ValueError(f"image could not be read completely: {raw}")
         encoded, meta = _normalize_image(
-            data, max_edge=self.config.image_max_edge, quality=self.config.image_jpeg_quality
+            data,
+            max_edge=self.config.image_max_edge,
+            quality=self.config.image_jpeg_quality,
+            memory_bytes=self.config.image_memory_bytes,
         )
         from dataspace.agents._react_prompt import IMAGE_NOTE
 
@@ -432,14 +553,18 @@ class ToolBox:
         if not isinstance(raw, str) or not raw.strip():
             raise ValueError("submit_answer.path must be a non-empty string")
         path = resolve_agent_path(raw, output_only=True)
-        real, _ = self._stat(
-            path, raw, OUTPUT_DIR, MAX_PREDICTION_BYTES, "submitted path is not a file"
+        real, size = self._stat(
+            path, raw, OUTPUT_DIR, self._answer_bound(), "submitted path is not a file"
         )
-        # read_file never follows symlinks: submit the resolved regular file
-        data = self.sandbox.read_file(real, max_bytes=MAX_PREDICTION_BYTES)
-        meta = check_prediction(data)
-        if self.rules.check_evaluator_limits:
-            check_evaluator_limits(data, raw)
+        if size > MAX_PREDICTION_BYTES:  # only the official profile gets here
+            meta = self._large_shape(real)
+            data = None
+        else:
+            # read_file never follows symlinks: submit the resolved regular file
+            data = self.sandbox.read_file(real, max_bytes=MAX_PREDICTION_BYTES)
+            meta = check_prediction(data)
+            if self.rules.check_evaluator_limits:
+                check_evaluator_limits(data, raw)
         return ToolOutcome(
             result={
                 "ok": True,
@@ -448,27 +573,93 @@ class ToolBox:
                 "prediction": meta,
             },
             submitted_path=real,
-            snapshot=self._snapshot(real, data),
+            snapshot=self._snapshot(real, data, meta),
         )
 
-    def _snapshot(self, submitted: str, data: bytes) -> PredictionSnapshot:
-        """The bytes that will be scored, taken now (not when the outputs are collected)."""
-        if not self.rules.score_prediction_csv or submitted == PREDICTION_PATH:
-            return PredictionSnapshot(
-                path=submitted, data=data, sha256=hashlib.sha256(data).hexdigest()
-            )
-        # the official runner scores /output/prediction.csv whatever path was submitted
-        try:
-            scored = self.sandbox.read_file(PREDICTION_PATH, max_bytes=MAX_PREDICTION_BYTES)
-        except (OSError, PermissionError) as exc:
-            return PredictionSnapshot(
-                path=PREDICTION_PATH,
-                data=None,
-                problem=f"{PREDICTION_PATH} (the scored file) could not be read: {exc}",
-            )
-        return PredictionSnapshot(
-            path=PREDICTION_PATH, data=scored, sha256=hashlib.sha256(scored).hexdigest()
+    def _answer_bound(self) -> int:
+        """The largest answer ``submit_answer`` accepts (the official tool has no bound)."""
+        return MAX_PREDICTION_BYTES if self.rules.check_evaluator_limits else 2**62
+
+    def _large_shape(self, real: str, *, check: bool = True) -> dict[str, Any]:
+        """The official answer check of a file too large to read here, run in the sandbox.
+
+        Returns the answer's ``columns``, ``data_rows``, ``bytes`` and ``sha256``; with
+        ``check=False`` only its size and digest, whatever its shape.
+        """
+        res = self.sandbox.exec(
+            ["python3", "-I", "-S", "-c", _SHAPE_SCRIPT, real],
+            timeout=max(60.0, self.config.command_timeout),
+            cwd=OUTPUT_DIR,
         )
+        try:
+            reply = json.loads(res.stdout)
+        except ValueError:
+            reply = None
+        if res.exit_code != 0 or not isinstance(reply, dict):
+            tail = (res.stderr.strip().splitlines() or ["no output"])[-1][:300]
+            raise ValueError(f"cannot check {real}: {tail}")
+        if check and "error_type" in reply:
+            raise ToolRefused(str(reply["error_type"]), str(reply["error"]))
+        keys = ("columns", "data_rows", "bytes", "sha256") if check else ("bytes", "sha256")
+        return {key: reply[key] for key in keys}
+
+    def _snapshot(
+        self, submitted: str, data: bytes | None, meta: Mapping[str, Any]
+    ) -> PredictionSnapshot:
+        """The bytes that will be scored, taken now (not when the outputs are collected).
+
+        The official runner scores ``/output/prediction.csv`` whatever path was submitted,
+        following a symbolic link as its copy does: the link is resolved inside the sandbox
+        and must stay under ``/output``. A scored file over the evaluator's limit is not
+        read: the snapshot keeps its size and digest, and the evaluator judges the file
+        collected from the sandbox.
+        """
+        scored = submitted
+        if self.rules.score_prediction_csv and submitted != PREDICTION_PATH:
+            try:
+                scored, size = self._stat(
+                    PREDICTION_PATH,
+                    PREDICTION_PATH,
+                    OUTPUT_DIR,
+                    self._answer_bound(),
+                    "not a regular file",
+                )
+            except (OSError, ValueError) as exc:
+                return PredictionSnapshot(
+                    path=PREDICTION_PATH,
+                    data=None,
+                    problem=f"{PREDICTION_PATH} (the scored file) could not be read: {exc}",
+                )
+            if scored != submitted:
+                try:
+                    meta = (
+                        self._large_shape(scored, check=False)
+                        if size > MAX_PREDICTION_BYTES
+                        else {"bytes": size}
+                    )
+                    data = (
+                        None
+                        if size > MAX_PREDICTION_BYTES
+                        else self.sandbox.read_file(scored, max_bytes=MAX_PREDICTION_BYTES)
+                    )
+                except (OSError, ValueError, ToolRefused) as exc:
+                    return PredictionSnapshot(
+                        path=PREDICTION_PATH,
+                        data=None,
+                        problem=f"{PREDICTION_PATH} (the scored file) could not be read: {exc}",
+                    )
+        if data is None:
+            return PredictionSnapshot(
+                path=scored,
+                data=None,
+                sha256=meta.get("sha256"),
+                size=int(meta["bytes"]),
+                problem=(
+                    f"{scored} is {meta['bytes']} bytes, over the evaluator's "
+                    f"{MAX_PREDICTION_BYTES}-byte limit"
+                ),
+            )
+        return PredictionSnapshot(path=scored, data=data, sha256=hashlib.sha256(data).hexdigest())
 
 
 def _arguments(raw: str) -> dict[str, Any]:
@@ -487,8 +678,11 @@ __all__ = [
     "ToolBox",
     "ToolConfig",
     "ToolOutcome",
+    "ToolRefused",
     "check_evaluator_limits",
     "check_prediction",
+    "read_prediction_csv",
     "resolve_agent_path",
+    "stat_in_sandbox",
     "truncate",
 ]

@@ -87,14 +87,18 @@ class PredictionSnapshot:
     Attributes:
         path: the sandbox path the bytes were read from (the scored file).
         data: its bytes, or None when there was no file to score.
-        sha256: hex digest of ``data`` (None with it).
+        sha256: hex digest of the file (None when there is no file).
         problem: why there is nothing to score, when ``data`` is None.
+        size: the file's size when it is over the evaluator's limit and so was not read
+            (``data`` is None; the evaluator judges the file collected from the sandbox
+            when its digest is still ``sha256``).
     """
 
     path: str
     data: bytes | None
     sha256: str | None = None
     problem: str | None = None
+    size: int | None = None
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -37,16 +37,26 @@ way round for every rule but ``strip_question``):
 - ``strip_question``: the question is stripped of surrounding whitespace (off: sent as the
   task file has it; both profiles strip).
 - ``check_evaluator_limits`` (official: off): ``submit_answer`` refuses a CSV the evaluator
-  would reject (NUL bytes, more than 64 columns or 100,000 rows, cells over 2 MiB).
+  would reject (over 20 MiB, NUL bytes, more than 64 columns or 100,000 rows, cells over
+  2 MiB). The official tool accepts any rectangular CSV and ends the run; a file over
+  20 MiB is then checked inside the sandbox and the evaluator rejects it when it is scored.
 - ``resource_markers`` (official: off): a command killed by the memory or process limit
   gets a marker line in its stderr.
+- ``absolute_links_refused``: a path that passes through a symbolic link with an absolute
+  target (``prediction.csv -> /output/answers/final.csv``) is refused as leaving the
+  permitted roots, as the official tools resolve links on the host, where such a target
+  names a host path (extended: resolved inside the sandbox like a relative link, and
+  accepted when it stays under the roots).
 
 Both profiles share what the official baseline fixes and nothing improves on: the system
 prompt and tool schemas, ``max_tokens`` 32,768, ``tool_choice: auto``, truncation to 20,000
 characters per stream (two thirds head, one third tail), images re-encoded as JPEG quality
 90 with a 1,600-pixel long edge, and the reminder text. Safety bounds apply in both
 (``docs/agents.md``): an image is measured before it is decoded and decoded in a child
-process under a memory limit, and the submitted file's bytes are taken when it is submitted.
+process under a memory limit (a memory group of its own where the host has cgroups), the
+submitted file's bytes are taken when it is submitted, and paths (a linked
+``prediction.csv`` too) are resolved inside the sandbox and never followed out of
+``/output``.
 """
 
 from __future__ import annotations
@@ -74,6 +84,7 @@ class ProtocolProfile:
     strip_question: bool
     check_evaluator_limits: bool
     resource_markers: bool
+    absolute_links_refused: bool
 
     @classmethod
     def rules(cls) -> tuple[str, ...]:
@@ -100,6 +111,7 @@ OFFICIAL = ProtocolProfile(
     strip_question=True,
     check_evaluator_limits=False,
     resource_markers=False,
+    absolute_links_refused=True,
 )
 
 EXTENDED = ProtocolProfile(
@@ -117,6 +129,7 @@ EXTENDED = ProtocolProfile(
     strip_question=True,
     check_evaluator_limits=True,
     resource_markers=True,
+    absolute_links_refused=False,
 )
 
 PROFILES: dict[str, ProtocolProfile] = {p.name: p for p in (OFFICIAL, EXTENDED)}

@@ -38,7 +38,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from dataspace.agents._react_tools import MAX_PREDICTION_BYTES, check_prediction
+from dataspace.agents._react_tools import check_prediction, read_prediction_csv
 from dataspace.agents._smol_bridge import SandboxBridge
 from dataspace.agents.base import AgentContext, AgentResult, SandboxNeeds
 from dataspace.errors import ConfigError, InfrastructureError, SandboxError
@@ -403,12 +403,11 @@ class SmolagentsAgent:
 
     @staticmethod
     def _prediction(sb: Any) -> tuple[str | None, str | None]:
-        path = f"{OUTPUT_DIR}/prediction.csv"
-        try:
-            data = sb.read_file(path, max_bytes=MAX_PREDICTION_BYTES)
+        try:  # a link is followed inside the sandbox, as the official runner copies it
+            path, data = read_prediction_csv(sb)
         except FileNotFoundError:
             return None, "required prediction.csv was not created"
-        except OSError as exc:
+        except (OSError, ValueError) as exc:
             return None, f"prediction.csv is not usable: {exc}"
         try:
             check_prediction(data)

@@ -258,7 +258,7 @@ def _run_attempt(req: AttemptRequest, workdir: Path) -> ResultRow:
         events.close()
 
     if result.prediction is not None:  # the bytes taken when the answer was accepted
-        prediction, pred_problem = _snapshot_prediction(result.prediction, workdir)
+        prediction, pred_problem = _snapshot_prediction(result.prediction, workdir, outdir)
     else:
         prediction, pred_problem = _submitted_prediction(result.submitted_path, outdir)
     t = time.monotonic()
@@ -348,8 +348,12 @@ def _submitted_prediction(submitted: str | None, outdir: Path) -> tuple[Path | N
     return candidate, None
 
 
-def _snapshot_prediction(snap: Any, workdir: Path) -> tuple[Path | None, str | None]:
+def _snapshot_prediction(
+    snap: Any, workdir: Path, outdir: Path
+) -> tuple[Path | None, str | None]:
     """Write the agent's submit-time snapshot where the scorer and the upload read it."""
+    if snap.data is None and snap.size is not None:
+        return _oversized_prediction(snap, outdir)
     if snap.data is None:
         return None, snap.problem or "no submission"
     if len(snap.data) > MAX_PREDICTION_BYTES:
@@ -358,6 +362,28 @@ def _snapshot_prediction(snap: Any, workdir: Path) -> tuple[Path | None, str | N
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_bytes(snap.data)
     return path, None
+
+
+def _oversized_prediction(snap: Any, outdir: Path) -> tuple[Path | None, str | None]:
+    """An accepted answer over the evaluator's limit (official profile): the collected file.
+
+    The official runner copies such a file and its evaluator rejects it; here the copy
+    collected from the sandbox is scored and stored when it still has the digest taken at
+    submit time (the sandbox's processes were stopped before collecting).
+    """
+    import hashlib
+
+    rel = snap.path[len("/output/") :] if snap.path.startswith("/output/") else None
+    candidate = (outdir / rel) if rel else None
+    if candidate is None or candidate.is_symlink() or not candidate.is_file():
+        return None, f"{snap.problem}; it was not collected"
+    digest = hashlib.sha256()
+    with candidate.open("rb") as fh:
+        for chunk in iter(lambda: fh.read(1024 * 1024), b""):
+            digest.update(chunk)
+    if digest.hexdigest() != snap.sha256:
+        return None, f"{snap.problem}; it changed after it was submitted"
+    return candidate, None
 
 
 def _score(

@@ -6,7 +6,7 @@ followed by filesystem operations, each a word and its fields::
 
     _init.py id=<sandbox id> ppid=<controller pid> wall=<seconds>
         root=<empty host folder> userns=<inner:outer-uid:outer-gid|->
-        late_userns=<inner:outer-uid:outer-gid|->
+        late_userns=<inner:outer-uid:outer-gid|-> hostname=<name>
         bind <src> <dst> | link <target> <dst> | tmpfs <dst> <options> | dev | proc
         | hidden <src> <dst> | loopback
 
@@ -127,7 +127,7 @@ def mkdirs(path):
 def bind(src, dst, readonly):
     if os.path.isdir(src):
         mkdirs(dst)
-    else:
+    elif not os.path.lexists(dst):  # a placeholder in a read-only folder is used as it is
         mkdirs(os.path.dirname(dst))
         os.close(os.open(dst, os.O_WRONLY | os.O_CREAT, 0o644))
     mount(src, dst, None, MS_BIND | MS_REC)
@@ -232,7 +232,8 @@ def build_root(root, ops):
             except OSError:  # an older kernel: a plain bind mount shows the host path
                 hidden = False
                 bind(op[1], root + op[2], readonly=True)
-            workspace_seconds = time.monotonic() - started
+            if op[2] == "/workspace":
+                workspace_seconds = time.monotonic() - started
         elif kind == "bind":
             started = time.monotonic()
             bind(op[1], root + op[2], readonly=True)
@@ -377,7 +378,8 @@ def main(argv):
             pass
         os.close(lifeline)
         workspace_seconds, hidden = build_root(config["root"], ops)
-        check(libc.sethostname(b"sandbox", 7), "sethostname")
+        name = config.get("hostname", "sandbox").encode()
+        check(libc.sethostname(name, len(name)), "sethostname")
         if late != "-":
             check(libc.unshare(CLONE_NEWUSER), "unshare user namespace")
             os.write(ask_write, b"u")

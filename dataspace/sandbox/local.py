@@ -7,8 +7,9 @@ standard library and ``ctypes`` only). It is forked by a spawner thread that liv
 as the controller, because ``PR_SET_PDEATHSIG``, which the init sets, fires when the
 *thread* that forked it ends. The init unshares the mount, network, PID, IPC and UTS
 namespaces and forks PID 1 of the new PID namespace, which dies with its parent in turn.
-PID 1 mounts a tmpfs as the new root and fills it: read-only bind mounts of ``/usr`` and
-``/etc``, the ``/bin``-style links, the Data Workbench Runtime (``workbench.py``: its Python
+PID 1 mounts a tmpfs as the new root and fills it: read-only bind mounts of ``/usr``, of
+the workbench's own minimal ``/etc`` (``_etc.py``: no host users, name or package sources),
+the ``/bin``-style links, the Data Workbench Runtime (``workbench.py``: its Python
 at ``/usr/local``, where the official image has it, and ``/opt/dataspace`` with ``TOOLS.md``
 and the native harnesses), the workspace read-only at ``/workspace`` (as a read-only overlay
 built from detached mounts, so ``/proc/self/mountinfo`` shows no host path); size-limited
@@ -88,7 +89,7 @@ from typing import Any, Literal
 
 from dataspace.errors import ConfigError, SandboxClosedError, SandboxError
 from dataspace.limits import Limits, format_size
-from dataspace.sandbox import _cgroup, _procs, _seccomp, workbench
+from dataspace.sandbox import _cgroup, _etc, _procs, _seccomp, workbench
 from dataspace.sandbox._paths import OutputRoot
 from dataspace.sandbox.base import (
     OUTPUT_DIR,
@@ -346,14 +347,14 @@ class LocalBackend:
 def _system_ops(runtime_root: Path) -> list[tuple[str, ...]]:
     """The filesystem operations that give a sandbox the host's programs and the workbench.
 
-    The host's ``/usr`` and ``/etc`` (Debian's tools, the workbench's command-line tools
-    among them), the workbench Python at ``/usr/local`` (where the official image has its
-    Python, hiding the host's own ``/usr/local``) and, at ``/opt/dataspace``, the files the
+    The host's ``/usr`` (Debian's tools, the workbench's command-line tools among them),
+    the workbench Python at ``/usr/local`` (where the official image has its Python,
+    hiding the host's own ``/usr/local``) and, at ``/opt/dataspace``, the files the
     official workbench image has there (``TOOLS.md``, ``capabilities.json``, the two package
     lists) and the runtime manifest: not the rest of the host's runtime root (its Python
     builds, the harness installs, which an attempt gets bound at ``/opt/harness/<name>``
     only when its harness needs one). Nothing of the controller's Python or virtual
-    environment.
+    environment; the sandbox's ``/etc`` is its own (``_etc.py``).
     """
     ops: list[tuple[str, ...]] = []
     for name in ("bin", "sbin", "lib", "lib32", "lib64", "libx32"):
@@ -362,7 +363,7 @@ def _system_ops(runtime_root: Path) -> list[tuple[str, ...]]:
             ops.append(("link", os.readlink(path), path))
         elif os.path.isdir(path):
             ops.append(("bind", path, path))
-    ops.extend(("bind", path, path) for path in ("/usr", "/etc"))
+    ops.append(("bind", "/usr", "/usr"))
     root = os.path.realpath(runtime_root)
     # Resolved once: a rebuild swaps the link to a new folder, this sandbox keeps its own.
     ops.append(("bind", os.path.realpath(os.path.join(root, workbench.PYTHON_DIR)), "/usr/local"))
@@ -504,11 +505,18 @@ class LocalSandbox:
             sys.executable or "/usr/bin/python3", "-S", "-I", script,
             f"id={self.id}", f"ppid={os.getpid()}", f"wall={limits.wall_seconds:.6f}",
             f"root={self._dir / 'root'}", f"userns={userns}", f"late_userns={late_userns}",
+            f"hostname={_etc.HOSTNAME}",
         ]  # fmt: skip
         # /tmp first: the host's Python or venv may live under /tmp (a CI clone, say), and
         # a later tmpfs on /tmp would hide its bind mount.
         argv += ["tmpfs", TMP_DIR, f"size={limits.tmp_bytes},mode=1777"]
         for op in backend.system_ops:
+            argv.extend(op)
+        try:
+            etc = _etc.ops(self._dir / "etc")
+        except OSError as exc:
+            raise SandboxError(f"sandbox {self.id}: cannot write its /etc: {exc}") from exc
+        for op in etc:
             argv.extend(op)
         argv += ["hidden", str(workspace), WORKSPACE_DIR]
         for host, inside in self._runtime_binds:

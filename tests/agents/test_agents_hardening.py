@@ -336,3 +336,255 @@ def test_the_stored_and_scored_answer_is_the_submitted_one(
     assert stored and all(store.get_bytes(k) == answer for k in stored)
     meta = json.loads(next(store.get_bytes(k) for k in store.list("") if k.endswith("run.json")))
     assert meta["scored_sha256"] == hashlib.sha256(answer).hexdigest()
+
+
+# ---- linked and oversized answers, through a real attempt -------------------------------
+
+ANSWER = b"city,population\nLyon,522000\nGraz,291000\n"
+WRITE_ANSWER = (
+    "mkdir -p /output/answers && "
+    "printf 'city,population\\nLyon,522000\\nGraz,291000\\n' > /output/answers/final.csv"
+)
+BIG_ANSWER = "{ echo city,population; yes Lyon,522000 | head -n 2000000; } > /output/prediction.csv"
+
+
+def _attempt(
+    steps: list[dict[str, Any]], protocol: str, release: Path, tmp_path: Path, **limits: Any
+) -> tuple[dict[str, Any], int, Any]:
+    """One real attempt (local sandbox, scoring, store) of a scripted DataSpace-Agent.
+
+    Returns its result row, the number of model requests and the run's store.
+    """
+    import time
+
+    from agents_helpers import model_for
+
+    from dataspace.runs.attempt import AttemptRequest, run_attempt
+    from dataspace.runs.spec import AgentSpec, Limits, SandboxConfig
+    from dataspace.store import open_store
+    from dataspace.testing.scripted_server import ScriptedServer
+
+    store = f"file://{tmp_path / 'store'}"
+    with ScriptedServer({"task_1": steps}) as srv:
+        row = run_attempt(
+            AttemptRequest(
+                run_id="answers",
+                store_uri=store,
+                release_root=str(release),
+                agent=AgentSpec(name="a", harness="dataspace-agent", model=model_for(srv)),
+                task_id="task_1",
+                attempt=1,
+                key="k1",
+                limits=Limits(wall_seconds=120, command_timeout=60, memory_bytes=1024**3, **limits),
+                sandbox=SandboxConfig(backend="local"),
+                submitted_at=time.time(),
+                protocol=protocol,
+            )
+        )
+        requests = len(srv.requests)
+    return row, requests, open_store(store)
+
+
+def _stored(store: Any, suffix: str) -> list[bytes]:
+    return [bytes(store.get_bytes(k)) for k in store.list("") if k.endswith(suffix)]
+
+
+@pytest.mark.parametrize("protocol", ["official", "extended"])
+def test_a_prediction_linked_inside_output_is_scored_as_its_target(
+    protocol: str, tiny_release: Path, local_backend: Any, tmp_path: Path
+) -> None:
+    """Guards the linked prediction.csv that the official runner scores and we scored 0%."""
+    link = "ln -s answers/final.csv /output/prediction.csv && readlink /output/prediction.csv"
+    row, requests, store = _attempt(
+        [{"tool_calls": [bash(f"{WRITE_ANSWER} && {link}")]}, {"tool_calls": [submit()]}],
+        protocol,
+        tiny_release,
+        tmp_path,
+    )
+    assert row["status"] == "submitted" and row["passed"] is True, row
+    assert requests == 2
+    # what is stored is the link's target, taken from inside the sandbox
+    assert _stored(store, "output/prediction.csv") == [ANSWER]
+    meta = json.loads(_stored(store, "run.json")[0])
+    assert meta["scored_path"] == "/output/answers/final.csv"
+
+
+@pytest.mark.parametrize(
+    "target", ["/workspace/cities.csv", "../workspace/cities.csv", "/etc/passwd"]
+)
+def test_a_prediction_linked_out_of_output_is_refused(
+    target: str, tiny_release: Path, local_backend: Any, tmp_path: Path
+) -> None:
+    """Guards that resolving links never follows one out of /output (workspace, /etc)."""
+    row, _, store = _attempt(
+        [
+            {"tool_calls": [bash(f"ln -s {target} /output/prediction.csv")]},
+            {"tool_calls": [submit()]},
+        ],
+        "official",
+        tiny_release,
+        tmp_path,
+        model_turns=3,
+    )
+    assert row["status"] == "model_turns_exhausted" and row["passed"] is False, row
+    events = [json.loads(line) for line in _stored(store, "events.jsonl")[0].splitlines()]
+    refusal = [
+        e for e in events if e.get("type") == "tool_result" and e.get("tool") == "submit_answer"
+    ]
+    assert refusal, [e.get("type") for e in events]
+    text = json.dumps(refusal[0])
+    assert "path escapes the permitted workspace/output roots" in text
+    assert _stored(store, "output/prediction.csv") == []
+
+
+def test_official_profile_scores_a_linked_prediction_csv_only_inside_output(
+    local_backend: Any, tmp_path: Path
+) -> None:
+    """Guards the official scored file when another path is submitted: a link is followed
+    inside /output, and one that leaves it scores nothing."""
+    ws = workspace(tmp_path, {"readme.txt": b"a\nsecret\n"})
+    for target, expected in (("answers/final.csv", ANSWER), ("/workspace/readme.txt", None)):
+        sb = local_backend.create(_spec(ws))
+        try:
+            sb.write_file("/output/answers/final.csv", ANSWER)
+            sb.write_file("/output/other.csv", b"city\nnone\n")
+            assert sb.exec(["ln", "-s", target, "/output/prediction.csv"]).exit_code == 0
+            tools = ToolBox(sb, ToolConfig(protocol=OFFICIAL))
+            out = tools.execute("submit_answer", json.dumps({"path": "/output/other.csv"}))
+        finally:
+            sb.close()
+        assert out.result["accepted"] is True
+        assert out.snapshot is not None and out.snapshot.data == expected, target
+        if expected is None:
+            assert "escapes" in (out.snapshot.problem or "")
+
+
+def test_official_profile_accepts_an_oversized_answer_and_the_evaluator_rejects_it(
+    tiny_release: Path, local_backend: Any, tmp_path: Path
+) -> None:
+    """Guards the submission over 20 MiB: official accepts it and ends; ours refused it and
+    made one more request. The evaluator's own reader then judges the collected file."""
+    row, requests, store = _attempt(
+        [{"tool_calls": [bash(BIG_ANSWER)]}, {"tool_calls": [submit()]}],
+        "official",
+        tiny_release,
+        tmp_path,
+    )
+    assert requests == 2  # the run ended at the accepted submission
+    assert row["status"] == "submitted" and row["passed"] is False, row
+    assert row["error_code"] == "invalid_prediction_csv"
+    assert "20971520-byte limit" in row["verdict"]["error"]
+    events = [json.loads(line) for line in _stored(store, "events.jsonl")[0].splitlines()]
+    result = next(
+        e for e in events if e.get("type") == "tool_result" and e.get("tool") == "submit_answer"
+    )
+    shape = json.dumps(result)
+    assert '"data_rows": 2000000' in shape and '"accepted": true' in shape
+    # stored as the official runner copies it, and it is the submitted file
+    (stored,) = _stored(store, "output/prediction.csv")
+    assert len(stored) > 20 * 1024**2 and stored.startswith(b"city,population\nLyon,522000\n")
+    meta = json.loads(_stored(store, "run.json")[0])
+    import hashlib
+
+    assert meta["scored_sha256"] == hashlib.sha256(stored).hexdigest()
+
+
+def test_extended_profile_refuses_an_oversized_answer(
+    tiny_release: Path, local_backend: Any, tmp_path: Path
+) -> None:
+    """Guards the extended profile's own rule: over the evaluator's limit is refused."""
+    row, requests, store = _attempt(
+        [{"tool_calls": [bash(BIG_ANSWER)]}, {"tool_calls": [submit()]}],
+        "extended",
+        tiny_release,
+        tmp_path,
+        model_turns=3,
+    )
+    assert requests == 3  # the refusal went back to the model
+    assert row["status"] == "model_turns_exhausted" and row["passed"] is False, row
+    assert _stored(store, "output/prediction.csv") == []
+
+
+def test_official_check_of_an_oversized_answer_keeps_its_errors(
+    local_backend: Any, tmp_path: Path
+) -> None:
+    """Guards the in-sandbox answer check: a ragged large CSV is refused as official does."""
+    ws = workspace(tmp_path, {"readme.txt": b"x"})
+    sb = local_backend.create(_spec(ws))
+    try:
+        res = sb.exec(
+            [
+                "sh",
+                "-c",
+                "{ echo a,b; yes 1,2 | head -n 6000000; echo 3; } > /output/prediction.csv",
+            ]
+        )
+        assert res.exit_code == 0
+        tools = ToolBox(sb, ToolConfig(protocol=OFFICIAL))
+        out = tools.execute("submit_answer", json.dumps({"path": "/output/prediction.csv"}))
+    finally:
+        sb.close()
+    assert out.submitted_path is None
+    assert out.result == {
+        "ok": False,
+        "error_type": "ValueError",
+        "error": "row 6000002 has 1 columns; expected 2",
+    }
+
+
+def test_eight_attempts_decoding_bombs_at_once_stay_in_their_memory_groups() -> None:
+    """Guards the decoder running on the host outside any cgroup (a 13,300-pixel PNG took it
+    to 2.0 GB, bounded only by 3 GiB of address space per attempt): each decode is charged
+    to a memory group of its own, killed at its limit, and the controller stays small."""
+    from dataspace.sandbox import confine
+
+    if not confine.available():
+        pytest.skip("no writable cgroup hierarchy on this host (decoders use RLIMIT_AS)")
+    done = subprocess.run(
+        [sys.executable, str(ROOT / "scripts" / "bench_image_bombs.py"),
+         "--attempts", "8", "--pixels", "12000", "--memory-mib", "256"],
+        capture_output=True, text=True, timeout=600, cwd=ROOT, check=False,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr[-2000:]
+    got = json.loads(done.stdout.strip().splitlines()[-1])
+    assert got["bomb_bytes"] < 2 * 1024**2 and got["pixels"] == 144_000_000
+    limit = 256 * 1024**2
+    for result in got["results"]:  # a clear tool error, not a crash
+        assert result["ok"] is False and result["error_type"] == "MemoryError", result
+        assert "256 MiB" in result["error"]
+    assert len(got["decoders"]) == 8
+    assert len({d["group"] for d in got["decoders"]}) == 8  # one group per decode
+    for decoder in got["decoders"]:
+        assert decoder["group"] and decoder["limit"] == limit and decoder["oom_killed"] is True
+        # the raster was charged to that group, up to its limit
+        assert 128 * 1024**2 < decoder["peak"] <= limit + 1024**2, decoder
+    assert got["controller_peak_mib"] < 300, got["controller_peak_mib"]
+
+
+def test_a_link_with_an_absolute_target_is_refused_under_official_only(
+    local_backend: Any, tmp_path: Path
+) -> None:
+    """Guards prediction.csv -> /output/answers/final.csv: the official tool resolves it on
+    the host (a host path, refused); the extended profile resolves it in the sandbox."""
+    ws = workspace(tmp_path, {"readme.txt": b"x"})
+    outcomes = {}
+    for profile in (OFFICIAL, EXTENDED):
+        sb = local_backend.create(_spec(ws))
+        try:
+            sb.write_file("/output/answers/final.csv", ANSWER)
+            link = ["ln", "-s", "/output/answers/final.csv", "/output/prediction.csv"]
+            assert sb.exec(link).exit_code == 0
+            tools = ToolBox(sb, ToolConfig(protocol=profile))
+            outcomes[profile.name] = tools.execute(
+                "submit_answer", json.dumps({"path": "/output/prediction.csv"})
+            )
+        finally:
+            sb.close()
+    assert outcomes["official"].result == {
+        "ok": False,
+        "error_type": "ValueError",
+        "error": "path escapes the permitted workspace/output roots",
+    }
+    extended = outcomes["extended"]
+    assert extended.result["accepted"] is True
+    assert extended.snapshot is not None and extended.snapshot.data == ANSWER

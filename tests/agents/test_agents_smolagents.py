@@ -110,3 +110,33 @@ def test_count_actions_reads_tool_calls():
         ]
     }
     assert count_actions(trace) == 2
+
+
+def _shell_step(thought: str, command: str) -> str:
+    return (
+        f"Thought: {thought}\n<code>\nimport subprocess\n"
+        f"subprocess.run(['sh', '-c', {command!r}], check=True)\nfinal_answer('done')\n</code>"
+    )
+
+
+def test_smolagents_prediction_linked_inside_output_is_its_target(local_backend, server, tmp_path):
+    """Guards a linked prediction.csv (official: its target is copied and scored) for the
+    smolagents harness too, and a link out of /output being refused."""
+    link = _shell_step(
+        "write the answer and link it",
+        "mkdir -p /output/answers && printf 'city,population\\nLyon,522000\\n' > "
+        "/output/answers/final.csv && ln -s answers/final.csv /output/prediction.csv",
+    )
+    server.set_script("task_1", [{"content": link}])
+    ws = workspace(tmp_path, {"cities.csv": CITIES})
+    run = run_agent(local_backend, ws, tmp_path, server, harness="smolagents")
+    assert run.result.end_state == "submitted", run.result.error
+    assert run.result.submitted_path == "/output/answers/final.csv"
+    assert run.outputs["answers/final.csv"] == b"city,population\nLyon,522000\n"
+
+    out = _shell_step("link the workspace", "ln -s /workspace/cities.csv /output/prediction.csv")
+    server.set_script("task_1", [{"content": out}])
+    (tmp_path / "again").mkdir()
+    run = run_agent(local_backend, ws, tmp_path / "again", server, harness="smolagents")
+    assert run.result.end_state != "submitted"
+    assert "path escapes the permitted workspace/output roots" in (run.result.error or "")

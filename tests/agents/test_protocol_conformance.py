@@ -12,6 +12,7 @@ profile that the trajectories exercise makes the comparison fail.
 from __future__ import annotations
 
 import dataclasses
+import hashlib
 import json
 import re
 import time
@@ -48,6 +49,7 @@ class Replay:
     model_turns: int
     tool_actions: int
     outputs: dict[str, bytes]
+    scored: Any  # the PredictionSnapshot the attempt would store and score
 
 
 def replay(case: str, backend: Any, tmp_path: Path, profile: ProtocolProfile) -> Replay:
@@ -92,6 +94,7 @@ def replay(case: str, backend: Any, tmp_path: Path, profile: ProtocolProfile) ->
         model_turns=result.model_turns,
         tool_actions=result.tool_actions,
         outputs=outputs,
+        scored=result.prediction,
     )
 
 
@@ -122,10 +125,26 @@ def mismatches(case: str, got: Replay) -> list[str]:
     ):
         if result[key] != ours_value:
             problems.append(f"{key}: ours {ours_value!r}, official {result[key]!r}")
-    ours_pred = got.outputs.get("prediction.csv")
+    # what each side scores: the official runner copies output/prediction.csv (a link's
+    # target), ours the snapshot taken at submit time (a large file by size and digest)
+    snap = got.scored if got.end_state == "submitted" else None
+    ours_pred: bytes | None = snap.data if snap is not None else None
+    ours_facts = (
+        (len(snap.data), hashlib.sha256(snap.data).hexdigest())
+        if snap is not None and snap.data is not None
+        else (snap.size, snap.sha256)
+        if snap is not None and getattr(snap, "size", None) is not None
+        else (None, None)
+    )
+    theirs_facts = (result.get("prediction_bytes"), result.get("prediction_sha256"))
     theirs_pred = result["prediction_csv"]
-    if (ours_pred.decode() if ours_pred is not None else None) != theirs_pred:
+    if (
+        theirs_pred is not None
+        and (ours_pred.decode() if ours_pred is not None else None) != theirs_pred
+    ):
         problems.append(f"prediction.csv: ours {ours_pred!r}, official {theirs_pred!r}")
+    if ours_facts != theirs_facts:
+        problems.append(f"scored file (bytes, sha256): ours {ours_facts}, official {theirs_facts}")
     return problems
 
 
@@ -159,6 +178,8 @@ SWITCHED_OFF = [
     ("main", "timed_out_from_exit_code"),
     ("main", "strip_question"),
     ("retries", "sdk_default_retries"),
+    ("oversize", "check_evaluator_limits"),
+    ("symlink", "absolute_links_refused"),
 ]
 
 

@@ -151,3 +151,42 @@ def test_a_missing_workbench_is_a_clear_error(tmp_path: Path) -> None:
 
     with pytest.raises(SandboxError, match=r"Data Workbench Runtime.*scripts/dev.sh"):
         LocalBackend(state_dir=tmp_path / "state", runtime_root=tmp_path / "nowhere")
+
+
+def test_etc_is_the_workbenchs_own_not_the_hosts(sandbox: LocalSandbox) -> None:
+    """Guards the sandbox's /etc showing the host's users, host name and apt sources."""
+    import socket
+
+    users = sandbox.exec("cat /etc/passwd").stdout
+    assert [line.split(":")[0] for line in users.splitlines()] == ["root", "nobody"]
+    host_users = {
+        line.split(":")[0] for line in Path("/etc/passwd").read_text().splitlines() if line
+    } - {"root", "nobody"}
+    assert not any(f"{user}:" in users for user in host_users)
+    assert sandbox.exec("cat /etc/hostname").stdout == "sandbox\n"
+    assert sandbox.exec("hostname").stdout == "sandbox\n"
+    if socket.gethostname() != "sandbox":
+        assert socket.gethostname() not in sandbox.exec("cat /etc/hosts /etc/hostname").stdout
+    assert sandbox.exec("test -e /etc/apt").exit_code != 0
+    assert sandbox.exec("ls /etc/apt /etc/shadow /etc/machine-id").exit_code != 0
+    assert sandbox.exec("whoami").stdout == "nobody\n"
+    lookup = "import socket; print(socket.gethostbyname('localhost'))"
+    assert sandbox.exec(["python3", "-c", lookup]).stdout == "127.0.0.1\n"
+    assert sandbox.exec("touch /etc/x").exit_code != 0  # read-only
+    # what programs need of /etc still works: the loader, alternatives, fonts, UTC
+    assert sandbox.exec("awk 'BEGIN { print 1 + 1 }'").stdout == "2\n"
+    assert sandbox.exec("date +%Z").stdout == "UTC\n"
+    assert sandbox.exec("fc-list | head -1").exit_code == 0
+    assert sandbox.exec("bash -lc 'echo $PATH'").stdout.startswith("/usr/local/bin:")
+
+
+def test_sqlite_jq_and_ripgrep_run(sandbox: LocalSandbox) -> None:
+    """The command-line tools the workbench lists run with the sandbox's own /etc."""
+    sql = sandbox.exec("sqlite3 :memory: 'select 6 * 7'")
+    assert sql.stdout == "42\n", sql.stderr
+    jq = sandbox.exec("echo '{\"a\": [1, 2]}' | jq -c '.a'")
+    assert jq.stdout == "[1,2]\n", jq.stderr
+    rg = sandbox.exec("printf 'north\\nsouth\\n' > /output/w.txt && rg -c south /output/w.txt")
+    assert rg.stdout == "1\n", rg.stderr
+    mime = sandbox.exec("file -b --mime-type /workspace/report.pdf")
+    assert mime.stdout == "application/pdf\n", mime.stderr

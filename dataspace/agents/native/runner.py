@@ -49,7 +49,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, ClassVar
 
-from dataspace.agents._react_tools import MAX_PREDICTION_BYTES, check_prediction
+from dataspace.agents._react_tools import (
+    check_prediction,
+    read_prediction_csv,
+    stat_in_sandbox,
+)
 from dataspace.agents.base import AgentContext, AgentResult, SandboxNeeds
 from dataspace.agents.native.install import (
     DEFAULT_ROOT,
@@ -412,7 +416,7 @@ class NativeHarness:
             stdout=outcome.stdout,
             stderr=outcome.stderr[-8000:],
         )
-        submitted = PREDICTION_PATH if end_state == "submitted" else None
+        submitted = _scored_path(sb) if end_state == "submitted" else None
         ctx.events.emit(
             "agent_end",
             end_state=end_state,
@@ -566,11 +570,11 @@ class NativeHarness:
             self.validate(outcome, model_id)
         except RuntimeError as exc:
             return "runtime_error", f"run validation failed: {exc}"
-        try:
-            data = sb.read_file(PREDICTION_PATH, max_bytes=MAX_PREDICTION_BYTES)
+        try:  # a link is followed inside the sandbox, as the official runner copies it
+            _, data = read_prediction_csv(sb)
         except FileNotFoundError:
             return "no_prediction", "required prediction.csv was not created"
-        except OSError as exc:
+        except (OSError, ValueError) as exc:
             return "invalid_prediction", f"prediction.csv is not usable: {exc}"
         try:
             check_prediction(data)
@@ -614,6 +618,14 @@ def jsonl(text: str) -> list[dict[str, Any]]:
         if isinstance(v, dict):
             out.append(v)
     return out
+
+
+def _scored_path(sb: Any) -> str:
+    """The file ``prediction.csv`` names (a link followed inside ``/output``), to collect."""
+    try:
+        return stat_in_sandbox(sb, PREDICTION_PATH)[0]
+    except (OSError, ValueError):
+        return PREDICTION_PATH
 
 
 __all__ = ["NativeHarness", "Outcome", "Plan", "RelayPath", "jsonl"]
