@@ -233,6 +233,8 @@ def execute_run(
         report.raise_for_problems(f"run {spec.run_id}")
     if not recorded:
         _record_spec(store, layout, spec, identity)
+    if pending:
+        _record_estimate(spec, store, plan, pending, emit)
 
     run = _Run(
         spec=spec,
@@ -270,6 +272,30 @@ def execute_run(
         interrupted=run.interrupted,
         preflight=report,
     )
+
+
+def _record_estimate(
+    spec: RunSpec,
+    store: Any,
+    plan: Sequence[PlannedAttempt],
+    pending: Sequence[PlannedAttempt],
+    emit: ProgressFn,
+) -> None:
+    """Estimate what the pending attempts will use; record it at the run's first start."""
+    from dataspace.errors import DataSpaceError
+    from dataspace.runs.plan import estimate_run, record_estimate
+
+    counts = {a.name: 0 for a in spec.agents}
+    for p in pending:
+        counts[p.agent] += 1
+    try:
+        est = estimate_run(spec, counts, store=store)
+    except (DataSpaceError, OSError, ValueError, KeyError) as exc:
+        logger.warning("run %s: no estimate of its cost: %s", spec.run_id, exc)
+        return
+    if len(pending) == len([p for p in plan if not p.skip]):
+        record_estimate(store, spec.run_id, est)  # a resume keeps the first estimate
+    emit({"event": "estimate", "estimate": est})
 
 
 def _runtime_identity(spec: RunSpec) -> dict[str, Any]:
