@@ -234,6 +234,7 @@ def paired_outcome(
     level: float = DEFAULT_LEVEL,
     *,
     seed: int = SEED,
+    resamples: int = RESAMPLES,
 ) -> PairedOutcome:
     """Compare two agents on their shared tasks.
 
@@ -242,6 +243,7 @@ def paired_outcome(
         b: task -> the second agent's outcomes, by attempt number.
         level: the confidence level of the difference's interval.
         seed: the resampling seed.
+        resamples: how many bootstrap resamples.
     """
     shared = sorted(set(a) & set(b))
     a_only = b_only = pairs = 0
@@ -269,7 +271,7 @@ def paired_outcome(
         b_only=b_only,
         accuracy_a=sum(ma) / len(ma),
         accuracy_b=sum(mb) / len(mb),
-        difference=bootstrap_mean(diffs, level, seed=seed),
+        difference=bootstrap_mean(diffs, level, seed=seed, resamples=resamples),
         p_value=mcnemar_exact(a_only, b_only),
     )
 
