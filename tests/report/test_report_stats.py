@@ -131,3 +131,21 @@ def test_attempts_needed_shrinks_with_attempts_when_attempts_disagree():
 def test_a_bad_level_is_refused_with_the_fix():
     with pytest.raises(ValueError, match="between 0 and 1"):
         stats.wilson(1, 2, 95)
+
+
+def test_paper_grouping_script_prints_the_leaderboards_groups():
+    """Guards scripts/paper_grouping.py: outcomes match the paper's figures; groups printed."""
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    script = Path(__file__).resolve().parents[2] / "scripts" / "paper_grouping.py"
+    p = subprocess.run(
+        [sys.executable, str(script), "--seeds", "2"], capture_output=True, text=True, timeout=120
+    )
+    assert p.returncode == 0, p.stderr
+    lines = {ln.split("  ")[0].strip(): ln for ln in p.stdout.splitlines()}
+    assert lines["Grok 4.5"].endswith(" a") and lines["GPT-5.6 Sol"].endswith(" a")
+    assert lines["Kimi K3"].endswith(" b")
+    assert "66.34 [61.63, 70.75]" in lines["Grok 4.5"]
+    assert "Grok 4.5 vs GPT-5.6 Sol" in p.stdout and "no" in lines["Grok 4.5 vs GPT-5.6 Sol"]
