@@ -127,9 +127,11 @@ def main(argv: list[str] | None = None) -> int:
     )
     for r in pairs.itertuples():
         d = f"{r.difference_pp:+.2f} [{r.difference_low_pp:+.2f}, {r.difference_high_pp:+.2f}]"
+        p_text = f"{r.p_holm:.3g}" if r.p_holm > 0 else "<1e-12"
+        verdict = "yes" if r.different else "no"
         print(
             f"{r.a + ' vs ' + r.b:<34} {d:<26} {f'{r.a_only}/{r.b_only}':<9} "
-            f"{(f'{r.p_holm:.3g}' if r.p_holm > 0 else '<1e-12'):<9} {'yes' if r.different else 'no':<7} ({stable[(r.a, r.b)]})"
+            f"{p_text:<9} {verdict:<7} ({stable[(r.a, r.b)]})"
         )
     return 0
 
