@@ -111,6 +111,8 @@ def accuracy_display(acc: Any) -> Any:
         for c in ACCURACY_COLUMNS
         if c in acc.columns and not (c in optional and (acc[c].fillna(0) == 0).all())
     ]  # counts that are zero for every agent say nothing (the CSV keeps them)
+    if "accuracy_interval" in cols:  # the interval cell repeats the estimate
+        cols.remove("accuracy_pct")
     status = [c for c in acc.columns if c.startswith("status_")]
     return acc[cols + status].rename(
         columns={**ACCURACY_COLUMNS, **{c: c[len("status_") :].replace("_", " ") for c in status}}
