@@ -252,9 +252,7 @@ def _add_plan(sub: Any) -> None:
         "attempts needed to tell them apart.",
     )
     pl.add_argument("spec", help="run spec (YAML or JSON)")
-    pl.add_argument(
-        "--level", type=float, default=0.95, help="level of the ranges (default 0.95)"
-    )
+    pl.add_argument("--level", type=float, default=0.95, help="level of the ranges (default 0.95)")
     pl.add_argument(
         "--difference",
         type=float,
@@ -266,7 +264,8 @@ def _add_plan(sub: Any) -> None:
 
 def _cmd_plan(args: argparse.Namespace) -> int:
     from dataspace.errors import ConfigError
-    from dataspace.runs.plan import estimate_run, pending_attempts
+    from dataspace.runs.controller import pending_attempts
+    from dataspace.runs.plan import estimate_run
     from dataspace.runs.spec import load_spec
 
     if not 0.0 < args.level < 1.0:

@@ -298,6 +298,35 @@ def _record_estimate(
     emit({"event": "estimate", "estimate": est})
 
 
+def pending_attempts(spec: RunSpec) -> dict[str, int]:
+    """Agent name -> attempts the run would start now (planned, not skipped, not finished)."""
+    from dataspace.runs.results import read_results
+    from dataspace.store import open_store
+
+    release = Release(spec.release)
+    ids = release.task_ids()
+    if spec.tasks is not None:
+        ids = [t for t in ids if t in set(spec.tasks)]
+    counts = release.counts(ids)
+    oracles = _oracle_agents(spec)
+    plan = plan_attempts(spec, ids, unscored=frozenset(counts.unscored), oracle_agents=oracles)
+    done: set[tuple[str, str, int]] = set()
+    store = open_store(spec.store)
+    key = f"runs/{spec.run_id}/results.parquet"
+    if store.exists(key):
+        df = read_results(store.get_bytes(key))
+        fin = df[~df["status"].isin(list(UNFINISHED))]
+        done = {
+            (str(a), str(t), int(n))
+            for a, t, n in zip(fin["agent"], fin["task_id"], fin["attempt"], strict=True)
+        }
+    out = {a.name: 0 for a in spec.agents}
+    for p in plan:
+        if not p.skip and (p.agent, p.task_id, p.attempt) not in done:
+            out[p.agent] += 1
+    return out
+
+
 def _runtime_identity(spec: RunSpec) -> dict[str, Any]:
     """The sandbox runtime's manifest identity, part of the run fingerprint.
 
@@ -827,6 +856,7 @@ __all__ = [
     "check_agents",
     "execute_run",
     "infra_by_cause",
+    "pending_attempts",
     "plan_attempts",
     "price_row",
     "summarize",

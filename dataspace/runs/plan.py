@@ -24,6 +24,7 @@ unknown and only the high end allows ``PAPER_STARTUP_SECONDS`` for it.
 
 With earlier runs of two or more of the spec's agents, the plan also says how many tasks
 x attempts it takes to tell each pair apart (``dataspace.report.stats.attempts_needed``).
+The attempts to estimate come from ``dataspace.runs.controller.pending_attempts``.
 The run records its estimate (``plan.json``) when it starts, and the report shows it
 beside what the run actually used.
 """
@@ -620,40 +621,6 @@ def _sample_sizes(
     return out
 
 
-def pending_attempts(spec: RunSpec) -> dict[str, int]:
-    """Agent name -> attempts the run would start now (planned, not skipped, not finished)."""
-    from dataspace.agents import get_agent
-    from dataspace.release import Release
-    from dataspace.runs.controller import UNFINISHED, plan_attempts
-    from dataspace.runs.results import read_results
-    from dataspace.store import open_store
-
-    release = Release(spec.release)
-    ids = release.task_ids()
-    if spec.tasks is not None:
-        ids = [t for t in ids if t in set(spec.tasks)]
-    counts = release.counts(ids)
-    oracles = frozenset(
-        a.name for a in spec.agents if getattr(get_agent(a.harness), "needs_oracle", False)
-    )
-    plan = plan_attempts(spec, ids, unscored=frozenset(counts.unscored), oracle_agents=oracles)
-    done: set[tuple[str, str, int]] = set()
-    store = open_store(spec.store)
-    key = f"runs/{spec.run_id}/results.parquet"
-    if store.exists(key):
-        df = read_results(store.get_bytes(key))
-        fin = df[~df["status"].isin([getattr(s, "value", s) for s in UNFINISHED])]
-        done = {
-            (str(a), str(t), int(n))
-            for a, t, n in zip(fin["agent"], fin["task_id"], fin["attempt"], strict=True)
-        }
-    out = {a.name: 0 for a in spec.agents}
-    for p in plan:
-        if not p.skip and (p.agent, p.task_id, p.attempt) not in done:
-            out[p.agent] += 1
-    return out
-
-
 def record_estimate(store: Any, run_id: str, estimate: RunEstimate) -> bool:
     """Write ``runs/<id>/plan.json`` unless the run recorded one already (its first start)."""
     key = f"runs/{run_id}/{PLAN_NAME}"
@@ -675,6 +642,5 @@ __all__ = [
     "estimate_run",
     "load_history",
     "paper_backbone",
-    "pending_attempts",
     "record_estimate",
 ]
