@@ -61,6 +61,11 @@ logger = logging.getLogger(__name__)
 
 ProgressFn = Callable[[dict[str, Any]], None]
 UNFINISHED = UNFINISHED_STATUSES
+NO_MEASURE = (
+    AttemptStatus.INFRASTRUCTURE_ERROR.value,
+    AttemptStatus.NOT_SCHEDULED.value,
+    AttemptStatus.SKIPPED.value,
+)
 STATUS_INTERVAL = 5.0
 SKIPPED = AttemptStatus.SKIPPED.value  # an oracle attempt on a task without gold (never run)
 
@@ -809,6 +814,7 @@ def summarize(
             "scored": len(scored),
             "passed": passed,
             "accuracy": passed / len(scored) if scored else None,
+            **_intervals(mine, passed, len(scored)),
             "unscored": sum(1 for r in mine if r.get("scored") is False),
             "status_counts": dict(sorted(status_counts.items())),
             "infra_retried_attempts": sum(1 for r in mine if r.get("infra_retries")),
@@ -816,8 +822,11 @@ def summarize(
             "stopped": (stopped_agents or {}).get(a.name),
         }
     agent_of = {r["key"]: r["agent"] for r in rows}
+    from dataspace.report.stats import DEFAULT_LEVEL
+
     return {
         "schema_version": "1.1",
+        "interval_level": DEFAULT_LEVEL,
         "run_id": spec.run_id,
         "protocol": spec.protocol,
         "partial": partial,
@@ -836,6 +845,42 @@ def summarize(
         "preflight_cost_usd": preflight_cost,
         "infra_by_cause": infra_by_cause(failures or {}, agent_of),
     }
+
+
+def _intervals(rows: Sequence[Mapping[str, Any]], passed: int, scored: int) -> dict[str, Any]:
+    """An agent's accuracy (Wilson) and per-attempt means (bootstrap over tasks) with bounds."""
+    from dataspace.report.stats import cluster_mean, wilson
+
+    acc = wilson(passed, scored)
+    out: dict[str, Any] = {"accuracy_interval": None if scored == 0 else [acc.low, acc.high]}
+    measured = [
+        r for r in rows if r.get("wall_seconds") is not None and r["status"] not in NO_MEASURE
+    ]
+    for name, value in (
+        ("cost_per_attempt_usd", lambda r: float(r.get("cost_usd") or 0.0)),
+        (
+            "tokens_per_attempt",
+            lambda r: float((r.get("input_tokens") or 0) + (r.get("output_tokens") or 0)),
+        ),
+        ("latency_per_attempt_s", lambda r: float(r["wall_seconds"])),
+    ):
+        sums: dict[str, float] = {}
+        counts: dict[str, int] = {}
+        for r in measured:
+            t = str(r["task_id"])
+            sums[t] = sums.get(t, 0.0) + value(r)
+            counts[t] = counts.get(t, 0) + 1
+        iv = cluster_mean(list(sums.values()), [counts[t] for t in sums])
+        out[name] = (
+            None
+            if not sums
+            else {"mean": iv.estimate, "low": _finite(iv.low), "high": _finite(iv.high)}
+        )
+    return out
+
+
+def _finite(v: float) -> float | None:
+    return None if v != v else v
 
 
 def write_results(

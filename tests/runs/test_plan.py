@@ -96,6 +96,9 @@ def test_plan_estimates_are_within_range_of_scripted_runs_and_learn_from_history
         second = dataspace("run", str(spec2), env=env)
         assert second.returncode == 0, second.stdout + second.stderr
     plan2, s2 = _plan(store, "r2"), _actual(store, "r2")
+    assert s2["interval_level"] == 0.95 and s2["agents"]["react"]["accuracy_interval"] is not None
+    cost_iv = s2["agents"]["react"]["cost_per_attempt_usd"]
+    assert cost_iv["low"] <= cost_iv["mean"] <= cost_iv["high"]
     assert plan2["agents"][0]["source"] == "history"
     cost2 = s2["agents"]["react"]["cost_usd"]
     # the scripted usage repeats: history predicts the cost exactly, inside its range
