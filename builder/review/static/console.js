@@ -76,6 +76,9 @@ async function start() {
   show("admin-tools", state.me.role === "admin");
   buildStaticForms();
   await loadTasks();
+  // a link to one task (the report's list of tasks no agent solved): #task_N
+  const linked = /^#(task_\d+)$/.exec(location.hash);
+  if (linked) { try { await openTask(linked[1]); } catch (e) { flash(e.message); } }
   document.body.dataset.ready = "1";
 }
 
