@@ -276,6 +276,13 @@ def add_comparisons(
             f"{sizes[0]} to {sizes[-1]} tasks per pair; each pair's count is in the "
             "pairwise table)."
         )
+    if any(len(xs) > 1 for per in outcomes.values() for xs in per.values()):
+        notes.append(
+            "Several attempts per task: the Wilson interval and the McNemar test count every "
+            "attempt as a trial (attempt i against attempt i), which is too confident when "
+            "attempts of one task agree; the paired difference's bootstrap interval resamples "
+            "whole tasks and does not make that assumption."
+        )
     pct = f"{100 * level:g}%"
     notes.append(
         f"Intervals are {pct}: Wilson for accuracy, a bootstrap over tasks for means and "
