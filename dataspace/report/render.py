@@ -374,7 +374,8 @@ def render_html(data: ReportData) -> str:
     sections.append('<h2 id="efficiency">Efficiency per agent</h2>')
     sections.append(
         '<p class="muted">As the paper prints it (Table 11): tokens are input + '
-        "output per task in thousands, mean (median); latency mean (P90).</p>"
+        "output per task in thousands, mean (median); latency mean (P90). The extended "
+        "tables below give each mean with its interval.</p>"
     )
     sections.append(_table(data, "efficiency_paper", t["efficiency_paper"], {}))
     tokens, actions = efficiency_tables(t["efficiency"])
