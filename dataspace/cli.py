@@ -156,6 +156,7 @@ def _parser() -> argparse.ArgumentParser:
     from dataspace.cli_doctor import add_commands
 
     add_commands(sub)
+    _add_plan(sub)
 
     v = sub.add_parser("validate", help="check a release folder (tasks, configs, gold)")
     v.add_argument("release", help="release: a folder or store URI (file://..., s3://...)")
@@ -298,6 +299,48 @@ def _cmd_run(args: argparse.Namespace) -> int:
 def _retry_marks(values: list[str]) -> tuple[str, ...]:
     """``--retry a --retry b,c`` -> ``("a", "b", "c")``."""
     return tuple(m.strip() for v in values for m in v.split(",") if m.strip())
+
+
+def _add_plan(sub: Any) -> None:
+    pl = sub.add_parser(
+        "plan",
+        help="estimate a run's attempts, model calls, tokens, cost and wall time",
+        description="What the run of SPEC will use, per agent and in total, with a range: "
+        "from earlier runs of the same model and harness in the spec's store, else from the "
+        "paper's per-backbone figures. With earlier runs of two agents, also the tasks x "
+        "attempts needed to tell them apart.",
+    )
+    pl.add_argument("spec", help="run spec (YAML or JSON)")
+    pl.add_argument("--level", type=float, default=0.95, help="level of the ranges (default 0.95)")
+    pl.add_argument(
+        "--difference",
+        type=float,
+        help="the accuracy difference (points) the sample sizes are for "
+        "(default: each pair's observed difference)",
+    )
+    pl.set_defaults(func=_cmd_plan)
+
+
+def _cmd_plan(args: argparse.Namespace) -> int:
+    from dataspace.errors import ConfigError
+    from dataspace.runs.controller import pending_attempts
+    from dataspace.runs.plan import estimate_run
+    from dataspace.runs.spec import load_spec
+
+    if not 0.0 < args.level < 1.0:
+        raise ConfigError(f"--level {args.level}: give a level between 0 and 1, e.g. 0.95")
+    if args.difference is not None and not 0.0 < args.difference < 100.0:
+        raise ConfigError(f"--difference {args.difference}: give points between 0 and 100")
+    spec = load_spec(args.spec)
+    est = estimate_run(
+        spec,
+        pending_attempts(spec),
+        level=args.level,
+        difference=args.difference / 100.0 if args.difference else None,
+    )
+    for line in est.lines():
+        print(line)
+    return 0
 
 
 def _version() -> str:

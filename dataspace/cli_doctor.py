@@ -64,6 +64,12 @@ def _cmd_doctor(args: argparse.Namespace) -> int:
         print(f"{n} problem{'s' * (n != 1)} found{cost}", file=sys.stderr)
         return 2
     print(f"all {len(report.checks)} checks passed{cost}")
+    if args.spec:
+        from dataspace.runs.controller import pending_attempts
+        from dataspace.runs.plan import estimate_run
+
+        for line in estimate_run(spec, pending_attempts(spec)).lines():
+            print(line)
     return 0
 
 

@@ -94,6 +94,9 @@ def live_status(label: str) -> Iterator[Callable[[dict[str, Any]], None]]:
                     show(name)
             elif kind == "preflight":
                 say(f"preflight {ev['check'].line()}")
+            elif kind == "estimate":
+                for line in ev["estimate"].lines():
+                    say(line.replace("[", "\\["))  # ranges are not rich markup
             elif kind == "infra":
                 agent = ev["agent"]
                 if agent in stats:

@@ -23,6 +23,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from dataspace.errors import ConfigError, DataSpaceError
+from dataspace.report.comparisons import add_comparisons
 from dataspace.report.load import (
     OutFolder,
     ReleaseMetadata,
@@ -37,6 +38,7 @@ from dataspace.report.load import (
     task_metadata,
 )
 from dataspace.report.render import ReportData, render_html, render_markdown
+from dataspace.report.stats import DEFAULT_LEVEL, check_level
 from dataspace.report.tracepages import TRACE_MODES, start_trace_pages, trace_mode
 
 logger = logging.getLogger(__name__)
@@ -82,6 +84,8 @@ def build_report(
     release: str | None = None,
     traces: str | bool = "new",
     allow_mixed: bool = False,
+    level: float = DEFAULT_LEVEL,
+    review_url: str | None = None,
 ) -> ReportOutput:
     """Build the report of one run, or of several compared.
 
@@ -96,10 +100,12 @@ def build_report(
             ``none`` writes none (True and False mean ``new`` and ``none``).
         allow_mixed: compare runs made on different releases (the report says so at
             its top); by default they are refused.
+        level: the confidence level of every interval and test (default 0.95).
+        review_url: the review console's address; the tasks no agent solved link to it.
 
     Raises:
-        ConfigError: no run given, a run folder without a readable results file, or runs
-            of different releases without ``allow_mixed``.
+        ConfigError: no run given, a level outside (0, 1), a run folder without a
+            readable results file, or runs of different releases without ``allow_mixed``.
     """
     from dataspace.store import open_store
     from dataspace.store.uris import uri_scheme
@@ -118,6 +124,8 @@ def build_report(
         release=release,
         traces=traces,
         allow_mixed=allow_mixed,
+        level=level,
+        review_url=review_url,
     )
 
 
@@ -129,10 +137,16 @@ def build_from_sources(
     release: str | None = None,
     traces: str | bool = "new",
     allow_mixed: bool = False,
+    level: float = DEFAULT_LEVEL,
+    review_url: str | None = None,
 ) -> ReportOutput:
     """``build_report`` over already opened stores (the run command uses this)."""
     t0 = time.perf_counter()
     mode = trace_mode(traces)
+    try:
+        level = check_level(level)
+    except ValueError as exc:
+        raise ConfigError(f"--level: {exc}") from None
     runs = [read_run(s) for s in sources]
     mixed = check_same_release(runs, allow_mixed=allow_mixed)
     rel = read_release_metadata(release) if release else None
@@ -144,8 +158,11 @@ def build_from_sources(
     # trace pages are written in the background while the tables and figures are drawn
     pending = start_trace_pages(runs, df, out, mode=mode, report_key=HTML_NAME)
     try:
-        data, figures, grouping_notes = _compute(df, _questions(runs, release, df))
+        data, figures, grouping_notes = _compute(df, _questions(runs, release, df), level)
         notes += grouping_notes
+        estimates = _estimates(runs, df)
+        if not estimates.empty:
+            data["estimates"] = estimates
         table_uris, table_hrefs = _write_tables(out, data)
         figure_uris, figure_hrefs = {}, {}
         for name, svg in figures.items():
@@ -168,6 +185,9 @@ def build_from_sources(
         table_hrefs=table_hrefs,
         generated_at=time.strftime("%Y-%m-%d %H:%M:%S %Z"),
         extra_html=_audit_html(sources),
+        level=level,
+        review_url=review_url,
+        estimate_basis=_estimate_basis(sources),
     )
     out.put(HTML_NAME, render_html(report).encode())
     out.put(MARKDOWN_NAME, render_markdown(report).encode())
@@ -218,6 +238,8 @@ def _empty_tables() -> dict[str, Any]:
             "pareto",
             "failures",
             "per_task",
+            "pairwise",
+            "unsolved",
         )
     }
 
@@ -278,7 +300,7 @@ def _questions(runs: Sequence[RunData], release: str | None, df: Any) -> dict[st
 
 
 def _compute(
-    df: Any, questions: Mapping[str, str] | None = None
+    df: Any, questions: Mapping[str, str] | None = None, level: float = DEFAULT_LEVEL
 ) -> tuple[dict[str, Any], dict[str, str], list[str]]:
     from dataspace.report import plots, tables
     from dataspace.report.characteristics import assign_groups
@@ -353,6 +375,7 @@ def _compute(
     pk = tables.pass_at_k_table(df, labels)
     if pk is not None:
         data["pass_at_k"] = pk
+    notes += add_comparisons(data, df, labels, level)
     figures: dict[str, str] = {}
     try:
         import matplotlib  # noqa: F401
@@ -371,6 +394,19 @@ def _compute(
         if svg:
             figures[name] = svg
     return data, figures, notes
+
+
+def _estimates(runs: Sequence[RunData], df: Any) -> Any:
+    """Each run's recorded plan (``plan.json``) beside what its attempts actually used."""
+    from dataspace.report.estimates import estimate_vs_actual
+
+    return estimate_vs_actual([(r.source, r.summary or {}) for r in runs], df)
+
+
+def _estimate_basis(sources: Sequence[RunSource]) -> list[str]:
+    from dataspace.report.estimates import basis_lines
+
+    return basis_lines(sources)
 
 
 def _summary_notes(run: RunData) -> list[str]:
@@ -581,6 +617,17 @@ def report_main(argv: Sequence[str] | None = None) -> int:
         help="compare runs made on different releases (refused by default; the report "
         "then says so at its top)",
     )
+    parser.add_argument(
+        "--level",
+        type=float,
+        default=DEFAULT_LEVEL,
+        help=f"confidence level of every interval and test (default {DEFAULT_LEVEL})",
+    )
+    parser.add_argument(
+        "--review-url",
+        help="the review console's address (dataspace review serve); the tasks no agent "
+        "solved link to it",
+    )
     args = parser.parse_args(list(argv) if argv is not None else None)
     try:
         res = build_report(
@@ -589,6 +636,8 @@ def report_main(argv: Sequence[str] | None = None) -> int:
             release=args.release,
             traces=args.traces,
             allow_mixed=args.allow_mixed,
+            level=args.level,
+            review_url=args.review_url,
         )
     except DataSpaceError as exc:
         print(f"dataspace report: error: {exc}", file=sys.stderr)

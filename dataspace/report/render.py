@@ -8,6 +8,17 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from dataspace.report.page import esc, fmt, is_missing, page, table_html, table_markdown
+from dataspace.report.render_stats import (
+    PAIRWISE_STYLE,
+    characteristics_display,
+    ci,
+    estimates_html,
+    level_text,
+    markdown_sections,
+    pairwise_matrix_html,
+    pass_at_k_display,
+    unsolved_html,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -50,6 +61,9 @@ class ReportData:
     table_hrefs: Mapping[str, str] = field(default_factory=dict)
     generated_at: str = ""
     extra_html: str = ""  # further sections (the failure audit), already escaped
+    level: float = 0.95  # of every interval and test
+    review_url: str | None = None  # the review console, for the tasks no agent solved
+    estimate_basis: Sequence[str] = ()  # where each recorded estimate came from
 
 
 PCT = ".2f"
@@ -62,6 +76,8 @@ ACCURACY_COLUMNS = {
     "scored": "scored",
     "correct": "correct",
     "accuracy_pct": "accuracy %",
+    "accuracy_interval": "accuracy % [interval]",
+    "group": "group",
     "accuracy_excl_infra_pct": "accuracy excl. infra %",
     "infra_failures": "infra failures",
     "infra_failure_rate_pct": "infra failure %",
@@ -78,11 +94,25 @@ def _k(v: Any) -> str:
 def accuracy_display(acc: Any) -> Any:
     """The accuracy table's columns for display (status counts after the main ones)."""
     optional = ("infra_retried", "unscored", "not_scheduled", "infra_failures")
+    if "accuracy_low_pct" in acc.columns:
+        acc = acc.assign(
+            accuracy_interval=[
+                ci(e, lo, hi, ".2f")
+                for e, lo, hi in zip(
+                    acc["accuracy_pct"],
+                    acc["accuracy_low_pct"],
+                    acc["accuracy_high_pct"],
+                    strict=True,
+                )
+            ]
+        )
     cols = [
         c
         for c in ACCURACY_COLUMNS
         if c in acc.columns and not (c in optional and (acc[c].fillna(0) == 0).all())
     ]  # counts that are zero for every agent say nothing (the CSV keeps them)
+    if "accuracy_interval" in cols:  # the interval cell repeats the estimate
+        cols.remove("accuracy_pct")
     # a status already counted by its own column (``not scheduled``) is shown once
     status = [
         c
@@ -92,6 +122,11 @@ def accuracy_display(acc: Any) -> Any:
     return acc[cols + status].rename(
         columns={**ACCURACY_COLUMNS, **{c: c[len("status_") :].replace("_", " ") for c in status}}
     )
+
+
+def _with_ci(r: Mapping[str, Any], col: str, spec: str, scale: float = 1.0) -> str:
+    """A mean with its interval when the table carries one (``<col>_low``/``_high``)."""
+    return ci(r.get(col), r.get(f"{col}_low"), r.get(f"{col}_high"), spec, scale)
 
 
 def efficiency_display(eff: Any) -> Any:
@@ -105,7 +140,7 @@ def efficiency_display(eff: Any) -> Any:
                 "agent": r["label"],
                 "accuracy %": r["accuracy_pct"],
                 "attempts measured": r["measured_attempts"],
-                "tokens K mean": _k(r["tokens_mean"]),
+                "tokens K mean": _with_ci(r, "tokens_mean", ".1f", 1e-3),
                 "tokens K median": _k(r["tokens_median"]),
                 "input K mean (median)": f"{_k(r['input_tokens_mean'])} "
                 f"({_k(r['input_tokens_median'])})",
@@ -115,14 +150,14 @@ def efficiency_display(eff: Any) -> Any:
                 f"({_k(r['output_tokens_median'])})",
                 "reasoning K mean (median)": f"{_k(r['reasoning_tokens_mean'])} "
                 f"({_k(r['reasoning_tokens_median'])})",
-                "cost/task USD": fmt(r["cost_per_task_usd"], ".4f"),
+                "cost/task USD": _with_ci(r, "cost_per_task_usd", ".4f"),
                 "cost/correct USD": fmt(r["cost_per_correct_usd"], ".4f"),
                 "cost total USD": fmt(r["cost_total_usd"], ".2f"),
-                "actions mean (median)": f"{fmt(r['tool_actions_mean'], '.1f')} "
+                "actions mean (median)": f"{_with_ci(r, 'tool_actions_mean', '.1f')} "
                 f"({fmt(r['tool_actions_median'], '.1f')})",
                 "turns mean (median)": f"{fmt(r['model_turns_mean'], '.1f')} "
                 f"({fmt(r['model_turns_median'], '.1f')})",
-                "latency s mean (P90)": f"{fmt(r['latency_mean_s'], '.1f')} "
+                "latency s mean (P90)": f"{_with_ci(r, 'latency_mean_s', '.1f')} "
                 f"({fmt(r['latency_p90_s'], '.1f')})",
                 "working s mean": fmt(r["working_mean_s"], ".1f"),
                 "tokens K correct / incorrect": f"{_k(r['tokens_correct_mean'])} / "
@@ -293,6 +328,7 @@ def render_html(data: ReportData) -> str:
     t = data.tables
     toc = [
         "accuracy",
+        "pairwise",
         "failures",
         "efficiency",
         "timings",
@@ -301,6 +337,7 @@ def render_html(data: ReportData) -> str:
         "characteristics",
         "overlap",
         "pass-at-k",
+        "unsolved",
         "tasks",
         "runs",
     ]
@@ -308,6 +345,11 @@ def render_html(data: ReportData) -> str:
     notes = "".join(f'<p class="note">{esc(n)}</p>' for n in data.notes)
     acc = t["accuracy"]
     sections.append('<h2 id="accuracy">Accuracy per agent</h2>')
+    sections.append(
+        f'<p class="muted">Intervals are {level_text(data.level)} (Wilson). Agents sharing a '
+        "group letter are not told apart by the exact McNemar tests on their shared tasks, "
+        'Holm-corrected across all pairs (see <a href="#pairwise">pairwise</a>).</p>'
+    )
     sections.append(
         _table(
             data,
@@ -317,12 +359,28 @@ def render_html(data: ReportData) -> str:
         )
     )
     sections.append(_figure(data, "accuracy", _FIG_CAPTIONS["accuracy"]))
+    sections.append(f'<h2 id="pairwise">Which differences are real ({level_text(data.level)})</h2>')
+    sections.append(
+        "<p class=\"muted\">Each cell: the row agent's accuracy minus the column agent's, in "
+        "points, on the scored tasks both ran, with its paired-bootstrap interval; p is the "
+        "exact McNemar test, Holm-corrected across all pairs; shaded cells differ.</p>"
+    )
+    sections.append(PAIRWISE_STYLE)
+    sections.append(pairwise_matrix_html(t.get("pairwise"), data.labels, "t-pairwise-matrix"))
+    pw = t.get("pairwise")
+    if pw is not None and not pw.empty:
+        sections.append(
+            "<details><summary>every pair as a table</summary>"
+            + _table(data, "pairwise", pw, {"p_mcnemar": ".3g", "p_holm": ".3g"})
+            + "</details>"
+        )
     sections.append('<h2 id="failures">Failures by error code</h2>')
     sections.append(_failures_html(data))
     sections.append('<h2 id="efficiency">Efficiency per agent</h2>')
     sections.append(
         '<p class="muted">As the paper prints it (Table 11): tokens are input + '
-        "output per task in thousands, mean (median); latency mean (P90).</p>"
+        "output per task in thousands, mean (median); latency mean (P90). The extended "
+        "tables below give each mean with its interval.</p>"
     )
     sections.append(_table(data, "efficiency_paper", t["efficiency_paper"], {}))
     tokens, actions = efficiency_tables(t["efficiency"])
@@ -369,7 +427,20 @@ def render_html(data: ReportData) -> str:
     if harnesses is not None and not harnesses.empty:
         sections.append('<h2 id="harnesses">Harnesses with the backbone fixed</h2>')
         sections.append(f'<p class="muted">{esc(HARNESS_NOTE)}</p>')
-        sections.append(_table(data, "harnesses", harnesses, HARNESS_FORMATS))
+        sections.append(
+            _table(
+                data,
+                "harnesses",
+                harnesses,
+                {**HARNESS_FORMATS, "accuracy_low_pct": PCT, "accuracy_high_pct": PCT},
+            )
+        )
+        hp = t.get("harness_pairs")
+        if hp is not None and not hp.empty:
+            for model, grp in hp.groupby("model", sort=False):
+                labs = list(harnesses[harnesses["model"] == model]["label"].astype(str))
+                sections.append(f"<h3>{esc(model)}: which harness differences are real</h3>")
+                sections.append(pairwise_matrix_html(grp, labs, f"t-harness-pairs-{model}"))
     sections.append('<h2 id="characteristics">Accuracy by task characteristic</h2>')
     wide = t["characteristics"]
     if wide.empty:
@@ -382,6 +453,9 @@ def render_html(data: ReportData) -> str:
             '<p class="muted">Accuracy (%) per group; N is the number of '
             "tasks in the group (the paper's Table 12).</p>"
         )
+        long = t.get("characteristics_long")
+        if long is not None and "accuracy_low_pct" in long.columns:
+            wide = characteristics_display(long, data.labels)
         sections.append(_table(data, "characteristics", wide, dict.fromkeys(data.labels, ".1f")))
         sections.append(_figure(data, "gaps", _FIG_CAPTIONS["gaps"]))
     sections.append('<h2 id="overlap">Tasks solved by all, by none, and the oracle union</h2>')
@@ -392,12 +466,33 @@ def render_html(data: ReportData) -> str:
     if pk is None or pk.empty:
         sections.append('<p class="muted">One attempt per task: pass@k equals accuracy.</p>')
     else:
+        shown = pass_at_k_display(pk) if "pass@1_low_pct" in pk.columns else pk
         sections.append(
-            _table(data, "pass_at_k", pk, {c: PCT for c in pk.columns if c.endswith("_pct")})
+            f'<p class="muted">Unbiased estimators over each task\'s attempts (pass@k: at '
+            "least one of k passes; pass^k: all k pass), with bootstrap intervals over tasks "
+            f"({level_text(data.level)}).</p>"
+        )
+        sections.append(
+            _table(data, "pass_at_k", shown, {c: PCT for c in shown.columns if c.endswith("_pct")})
         )
         sections.append(_figure(data, "passk", _FIG_CAPTIONS["passk"]))
+        ag = t.get("attempt_agreement")
+        if ag is not None and not ag.empty:
+            sections.append("<h3>Agreement between attempts of one agent</h3>")
+            sections.append(_table(data, "attempt_agreement", ag, {"disagree_pct": ".1f"}))
+    sections.append('<h2 id="unsolved">Tasks no agent solved</h2>')
+    sections.append(unsolved_html(t.get("unsolved"), data.cells, data.labels, data.review_url))
     sections.append('<h2 id="tasks">Per-task outcomes and traces</h2>')
     sections.append(_per_task_html(data))
+    if t.get("estimates") is not None:
+        sections.append('<h2 id="estimates">Estimate and actual</h2>')
+        sections.append(
+            estimates_html(
+                t.get("estimates"),
+                data.estimate_basis,
+                lambda name, df, formats: _table(data, name, df, formats),
+            )
+        )
     sections.append(data.extra_html)
     sections.append('<h2 id="runs">Runs</h2>')
     sections.append(_runs_html(data.runs))
@@ -476,6 +571,7 @@ def render_markdown(data: ReportData) -> str:
         "",
     ]
     fig("accuracy")
+    out += markdown_sections(t, data.labels, data.level, data.estimate_basis)
     fail = t.get("failures")
     if fail is not None and not fail.empty:
         out += [
@@ -536,7 +632,13 @@ def render_markdown(data: ReportData) -> str:
     if t["characteristics"].empty:
         out += ["Left out: no task carries the annotations these breakdowns need.", ""]
     else:
-        out += [md(t["characteristics"], formats=dict.fromkeys(data.labels, ".1f")), ""]
+        long = t.get("characteristics_long")
+        wide = (
+            characteristics_display(long, data.labels)
+            if long is not None and "accuracy_low_pct" in long.columns
+            else t["characteristics"]
+        )
+        out += [md(wide, formats=dict.fromkeys(data.labels, ".1f")), ""]
         fig("gaps")
     out += [
         "## Tasks solved by all, by none, and the oracle union",
@@ -551,7 +653,7 @@ def render_markdown(data: ReportData) -> str:
         out += [
             "## pass@k",
             "",
-            md(pk, formats={c: PCT for c in pk.columns if c.endswith("_pct")}),
+            md(pass_at_k_display(pk) if "pass@1_low_pct" in pk.columns else pk),
             "",
         ]
         fig("passk")

@@ -348,9 +348,7 @@ def _submitted_prediction(submitted: str | None, outdir: Path) -> tuple[Path | N
     return candidate, None
 
 
-def _snapshot_prediction(
-    snap: Any, workdir: Path, outdir: Path
-) -> tuple[Path | None, str | None]:
+def _snapshot_prediction(snap: Any, workdir: Path, outdir: Path) -> tuple[Path | None, str | None]:
     """Write the agent's submit-time snapshot where the scorer and the upload read it."""
     if snap.data is None and snap.size is not None:
         return _oversized_prediction(snap, outdir)

@@ -70,6 +70,11 @@ logger = logging.getLogger(__name__)
 
 ProgressFn = Callable[[dict[str, Any]], None]
 UNFINISHED = UNFINISHED_STATUSES
+NO_MEASURE = (
+    AttemptStatus.INFRASTRUCTURE_ERROR.value,
+    AttemptStatus.NOT_SCHEDULED.value,
+    AttemptStatus.SKIPPED.value,
+)
 STATUS_INTERVAL = 5.0
 SKIPPED = AttemptStatus.SKIPPED.value  # an oracle attempt on a task without gold (never run)
 RETRYABLE_MARKS = (ENDPOINT_UNREACHABLE,)  # what ``--retry`` accepts
@@ -325,6 +330,8 @@ def _execute_leased(
         _record_spec(store, layout, spec, identity)
     if marked:  # after preflight: a failed check leaves the earlier tries where they were
         retry_marked(store, layout, [p for p in plan if p.key in marked], finished, failures)
+    if pending:
+        _record_estimate(spec, store, plan, pending, emit)
 
     run = _Run(
         spec=spec,
@@ -434,6 +441,59 @@ def _hold_limiters(spec: RunSpec) -> list[Any]:
 def _key_names(spec: RunSpec) -> list[str]:
     """The environment variables that hold the agents' model keys."""
     return [a.model.key_env for a in spec.agents if a.model and a.model.key_env]
+
+
+def _record_estimate(
+    spec: RunSpec,
+    store: Any,
+    plan: Sequence[PlannedAttempt],
+    pending: Sequence[PlannedAttempt],
+    emit: ProgressFn,
+) -> None:
+    """Estimate what the pending attempts will use; record it at the run's first start."""
+    from dataspace.errors import DataSpaceError
+    from dataspace.runs.plan import estimate_run, record_estimate
+
+    counts = {a.name: 0 for a in spec.agents}
+    for p in pending:
+        counts[p.agent] += 1
+    try:
+        est = estimate_run(spec, counts, store=store)
+    except (DataSpaceError, OSError, ValueError, KeyError) as exc:
+        logger.warning("run %s: no estimate of its cost: %s", spec.run_id, exc)
+        return
+    if len(pending) == len([p for p in plan if not p.skip]):
+        record_estimate(store, spec.run_id, est)  # a resume keeps the first estimate
+    emit({"event": "estimate", "estimate": est})
+
+
+def pending_attempts(spec: RunSpec) -> dict[str, int]:
+    """Agent name -> attempts the run would start now (planned, not skipped, not finished)."""
+    from dataspace.runs.results import read_results
+    from dataspace.store import open_store
+
+    release = Release(spec.release)
+    ids = release.task_ids()
+    if spec.tasks is not None:
+        ids = [t for t in ids if t in set(spec.tasks)]
+    counts = release.counts(ids)
+    oracles = _oracle_agents(spec)
+    plan = plan_attempts(spec, ids, unscored=frozenset(counts.unscored), oracle_agents=oracles)
+    done: set[tuple[str, str, int]] = set()
+    store = open_store(spec.store)
+    key = f"runs/{spec.run_id}/results.parquet"
+    if store.exists(key):
+        df = read_results(store.get_bytes(key))
+        fin = df[~df["status"].isin(list(UNFINISHED))]
+        done = {
+            (str(a), str(t), int(n))
+            for a, t, n in zip(fin["agent"], fin["task_id"], fin["attempt"], strict=True)
+        }
+    out = {a.name: 0 for a in spec.agents}
+    for p in plan:
+        if not p.skip and (p.agent, p.task_id, p.attempt) not in done:
+            out[p.agent] += 1
+    return out
 
 
 def _runtime_identity(spec: RunSpec) -> dict[str, Any]:
@@ -1121,6 +1181,7 @@ def summarize(
             "scored": len(scored),
             "passed": passed,
             "accuracy": passed / len(scored) if scored else None,
+            **_intervals(mine, passed, len(scored)),
             "unscored": sum(1 for r in mine if r.get("scored") is False),
             "status_counts": dict(sorted(status_counts.items())),
             "infra_retried_attempts": sum(1 for r in mine if r.get("infra_retries")),
@@ -1137,8 +1198,11 @@ def summarize(
             "stopped": (stopped_agents or {}).get(a.name),
         }
     agent_of = {r["key"]: r["agent"] for r in rows}
+    from dataspace.report.stats import DEFAULT_LEVEL
+
     return {
         "schema_version": "1.1",
+        "interval_level": DEFAULT_LEVEL,
         "run_id": spec.run_id,
         "protocol": spec.protocol,
         "partial": partial,
@@ -1159,6 +1223,42 @@ def summarize(
     }
 
 
+def _intervals(rows: Sequence[Mapping[str, Any]], passed: int, scored: int) -> dict[str, Any]:
+    """An agent's accuracy (Wilson) and per-attempt means (bootstrap over tasks) with bounds."""
+    from dataspace.report.stats import cluster_mean, wilson
+
+    acc = wilson(passed, scored)
+    out: dict[str, Any] = {"accuracy_interval": None if scored == 0 else [acc.low, acc.high]}
+    measured = [
+        r for r in rows if r.get("wall_seconds") is not None and r["status"] not in NO_MEASURE
+    ]
+    for name, value in (
+        ("cost_per_attempt_usd", lambda r: float(r.get("cost_usd") or 0.0)),
+        (
+            "tokens_per_attempt",
+            lambda r: float((r.get("input_tokens") or 0) + (r.get("output_tokens") or 0)),
+        ),
+        ("latency_per_attempt_s", lambda r: float(r["wall_seconds"])),
+    ):
+        sums: dict[str, float] = {}
+        counts: dict[str, int] = {}
+        for r in measured:
+            t = str(r["task_id"])
+            sums[t] = sums.get(t, 0.0) + value(r)
+            counts[t] = counts.get(t, 0) + 1
+        iv = cluster_mean(list(sums.values()), [counts[t] for t in sums])
+        out[name] = (
+            None
+            if not sums
+            else {"mean": iv.estimate, "low": _finite(iv.low), "high": _finite(iv.high)}
+        )
+    return out
+
+
+def _finite(v: float) -> float | None:
+    return None if v != v else v
+
+
 def write_results(
     store: Any, layout: RunLayout, rows: Sequence[Mapping[str, Any]], summary: dict[str, Any]
 ) -> None:
@@ -1177,6 +1277,7 @@ __all__ = [
     "check_agents",
     "execute_run",
     "infra_by_cause",
+    "pending_attempts",
     "plan_attempts",
     "price_row",
     "summarize",

@@ -300,3 +300,63 @@ def test_one_agent_gets_no_comparison_plots(tmp_path):
     assert "accuracy" in res.figures
     html = (tmp_path / "runs" / "solo" / "report.html").read_text(encoding="utf-8")
     assert "it takes two or more agents" in html
+
+
+def test_tables_show_intervals_and_the_pairwise_matrix_reads_at_1366_px(browser, tmp_path):
+    """Guards the uncertainty sections: intervals in the tables, a 6x6 matrix that fits."""
+    store = open_store(str(tmp_path / "store"), fsync=False)
+    write_synthetic_run(store, "six", agents=default_agents(6), tasks=40, attempts=2, seed=27)
+    out = tmp_path / "out"
+    build_report(
+        [str(tmp_path / "store" / "runs" / "six")],
+        out=str(out),
+        review_url="http://127.0.0.1:8765",
+    )
+    page = browser.new_page()
+    page.set_viewport(1366)
+    load = page.settle(page.goto((out / "report.html").as_uri()))
+    _assert_clean(load)
+    page.eval("document.querySelectorAll('details').forEach(d => d.open = true)")
+    interval = r"/^\d+\.\d+ \[\d+\.\d+, \d+\.\d+\]$/"
+
+    def column(table: str, header: str) -> list[str]:
+        return page.eval(
+            f"(() => {{ const t = document.querySelector('#{table}');"
+            "const i = Array.from(t.querySelectorAll('thead th')).map(h => h.textContent)"
+            f".indexOf({json.dumps(header)});"
+            "return Array.from(t.querySelectorAll('tbody tr')).map(r => r.cells[i].textContent);"
+            "})()"
+        )
+
+    for table, header in (
+        ("t-accuracy", "accuracy % [interval]"),
+        ("t-efficiency", "tokens K mean"),
+        ("t-efficiency", "cost/task USD"),
+        ("t-pass_at_k", "pass@2 %"),
+    ):
+        cells = column(table, header)
+        assert len(cells) == 6, (table, cells)
+        assert page.eval(f"{json.dumps(cells)}.every(c => {interval}.test(c))"), (table, cells)
+    assert all(g and g.isalpha() for g in column("t-accuracy", "group"))
+    # the matrix: 6 x 6 cells, off-diagonal ones with a difference, interval and p
+    cells = page.eval(
+        "Array.from(document.querySelectorAll('#t-pairwise-matrix td')).map(c => c.textContent)"
+    )
+    assert len(cells) == 36 and cells.count("·") == 6
+    assert all("[" in c and "p=" in c and "tasks" in c for c in cells if c != "·")
+    wide = page.eval(
+        "Array.from(document.querySelectorAll('.wrap')).filter(w => w.scrollWidth > "
+        "w.clientWidth + 1).map(w => w.querySelector('table').id)"
+    )
+    assert wide == [], wide
+    assert page.eval("document.documentElement.scrollWidth") <= 1366
+    # the tasks no agent solved link to their traces and to the review console
+    links = page.eval(
+        "Array.from(document.querySelectorAll('#unsolved a')).map(a => a.getAttribute('href'))"
+    )
+    unsolved = page.eval("document.querySelectorAll('#unsolved li').length")
+    if unsolved:
+        assert any(h.startswith("http://127.0.0.1:8765/#task_") for h in links), links
+        assert any(h.startswith("report/traces/") for h in links), links
+    shots = _shots() or tmp_path
+    page.screenshot(str(shots / "report-pairwise.png"), max_height=3200)

@@ -31,6 +31,10 @@ TABLES = {
     "harnesses",
     "per_task",
     "pass_at_k",  # the synthetic run has models under several harnesses
+    "pairwise",
+    "harness_pairs",
+    "attempt_agreement",
+    "unsolved",
 }
 
 

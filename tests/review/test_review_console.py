@@ -322,3 +322,25 @@ def test_walk_through_two_reviewers_a_repairer_and_an_admin(review, tmp_path: Pa
         "task_2": "accepted",
         "task_3": "removed",
     }
+
+
+@pytest.mark.parametrize("db_url", ["sqlite"], indirect=True)
+def test_a_link_to_one_task_opens_it_after_login(review, tmp_path: Path) -> None:
+    """Guards the report's links (``<console>/#task_N``): the console opens that task."""
+    exe = report_browser.find_chromium()
+    if exe is None:
+        pytest.skip("chromium is not installed (scripts/system-packages.txt lists it)")
+    review.svc.assign_balanced(per_task=2, reviewers=["ana", "ben"])
+    browser = report_browser.Browser(exe, allow_hosts=("127.0.0.1",))
+    try:
+        page = browser.new_page()
+        page.goto(review.url + "/#task_2")
+        page.eval(HELPERS)
+        page.wait_for("T.visible('#login-form')")
+        page.eval(f"T.set('#login-name', {json.dumps('ana')})")
+        page.eval(f"T.set('#login-password', {json.dumps(PASSWORD)})")
+        page.eval("T.click('#login-submit')")
+        page.wait_for("document.body.dataset.ready === '1'")
+        assert page.eval("document.body.dataset.task") == "task_2"
+    finally:
+        browser.close()

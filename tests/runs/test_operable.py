@@ -381,6 +381,10 @@ def test_doctor_on_a_spec_shows_the_metered_call(tmp_path, release):
     )
     assert "tokens, $0.0" in p.stdout and "metered calls cost $" in p.stdout
     assert "ok   store:" in p.stdout and "ok   release:" in p.stdout
+    # the plan follows the checks: scripted-model is no paper backbone, so the paper's span
+    assert "plan for run r1 (ranges at 95%, concurrency 1):" in p.stdout
+    assert "react (dataspace-agent, scripted-model): 2 attempts" in p.stdout
+    assert "from paper-span: no earlier run of scripted-model" in p.stdout
     assert not _recorded(tmp_path)
 
 

@@ -179,6 +179,9 @@ async function start() {
   show("show-status", state.me.role === "admin");
   buildStaticForms();
   await loadTasks();
+  // a link to one task (the report's list of tasks no agent solved): #task_N
+  const linked = /^#(task_\d+)$/.exec(location.hash);
+  if (linked) history.replaceState(null, "", `#/task/${linked[1]}`);
   await route();
   document.body.dataset.ready = "1";
 }
