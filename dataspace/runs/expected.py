@@ -173,7 +173,9 @@ def expected_durations(
     middle = float(statistics.median(known)) if known else 0.0
     for agent in agents:
         if agent.name not in out:
-            out[agent.name] = Expected(seconds=middle, source="equal", detail="no figure")
+            out[agent.name] = Expected(
+                seconds=middle, source="equal", detail="no figure: median of the others"
+            )
     return out
 
 
@@ -194,7 +196,14 @@ def describe_order(expected: Mapping[str, Expected], first: Sequence[str], *, to
 
     >>> describe_order({"a": Expected(seconds=9.0, source="paper", detail="paper mean")}, ["a"])
     'longest first by expected duration: a 9 s (paper mean); first: a'
+    >>> describe_order({"a": Expected(seconds=0.0, source="equal", detail="")}, ["a"])[:34]
+    'spec order: no expected durations '
     """
+    if all(e.source == "equal" for e in expected.values()):
+        return (
+            "spec order: no expected durations (no earlier runs of these models in the store, "
+            f"no paper figures); first: {', '.join(first[:top])}"
+        )
     ranked = sorted(expected.items(), key=lambda kv: -kv[1].seconds)
     figures = ", ".join(f"{name} {e.seconds:.0f} s ({e.detail})" for name, e in ranked)
     return f"longest first by expected duration: {figures}; first: {', '.join(first[:top])}"

@@ -103,3 +103,26 @@ def test_attempts_start_longest_first_from_history_then_paper_capped_at_the_wall
         "detail": "paper mean for Kimi K3",
     }
     assert plan["expected"]["gold-slow"]["seconds"] == 300.0
+
+
+def test_without_any_figure_the_spec_order_is_kept_and_said(tmp_path, ray_dir):
+    """Guards the fallback: nothing known (an empty store, no paper backbone) keeps the order."""
+    release = write_tiny_release(tmp_path / "release", tasks=2)
+    store = tmp_path / "store"
+    agents = [{"name": "gold-b", "harness": "gold"}, {"name": "gold-a", "harness": "gold"}]
+    spec = write_spec(tmp_path / "s.yaml", release, store, agents, concurrency=2)
+    p = dataspace("run", str(spec), env=cli_env(ray_dir))
+    assert p.returncode == 0, p.stdout + p.stderr
+    assert (
+        "preflight ok   plan.order: spec order: no expected durations (no earlier runs of these "
+        "models in the store, no paper figures); first: gold-b/task_1/1, gold-b/task_2/1, "
+        "gold-a/task_1/1"
+    ) in p.stdout, p.stdout
+    plan = json.loads((store / "runs/r1/plan.json").read_text())
+    assert plan["attempts"] == [
+        "gold-b/task_1/1",
+        "gold-b/task_2/1",
+        "gold-a/task_1/1",
+        "gold-a/task_2/1",
+    ]
+    assert {e["source"] for e in plan["expected"].values()} == {"equal"}
