@@ -158,17 +158,16 @@ def expected_durations(
         past = history.get(history_key(model, agent.name))
         backbone = paper_backbone(model, agent.name)
         if past:
-            out[agent.name] = Expected(
-                seconds=float(min(cap, statistics.median(past))),
-                source="history",
-                detail=f"median of {len(past)} earlier attempts",
-            )
+            raw, source = float(statistics.median(past)), "history"
+            detail = f"median of {len(past)} earlier attempts"
         elif backbone is not None:
-            out[agent.name] = Expected(
-                seconds=float(min(cap, PAPER_LATENCY[backbone][0])),
-                source="paper",
-                detail=f"paper mean for {backbone}",
-            )
+            raw, source = PAPER_LATENCY[backbone][0], "paper"
+            detail = f"paper mean for {backbone}"
+        else:
+            continue
+        if raw > cap:
+            detail += f", capped at the {cap:.0f} s wall limit"
+        out[agent.name] = Expected(seconds=float(min(cap, raw)), source=source, detail=detail)
     known = [e.seconds for e in out.values()]
     middle = float(statistics.median(known)) if known else 0.0
     for agent in agents:

@@ -87,7 +87,8 @@ def test_attempts_start_longest_first_from_history_then_paper_capped_at_the_wall
     line = next(x for x in p.stdout.splitlines() if "plan.order" in x)
     assert line == (
         "preflight ok   plan.order: longest first by expected duration: gold-slow 300 s "
-        "(median of 3 earlier attempts), kimi 260 s (paper mean for Kimi K3), gpt 110 s "
+        "(median of 3 earlier attempts, capped at the 300 s wall limit), kimi 260 s "
+        "(paper mean for Kimi K3), gpt 110 s "
         "(median of 3 earlier attempts), gold-fast 3 s (median of 3 earlier attempts); "
         "first: gold-slow/task_1/1, gold-slow/task_2/1, kimi/task_1/1"
     ), line
