@@ -30,7 +30,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol, TypeVar
 
-from dataspace.errors import NotFoundError
+from dataspace.errors import DataSpaceError, NotFoundError
 from dataspace.runs.spec import AgentSpec, RunSpec
 from dataspace.runs.status import AttemptStatus
 
@@ -184,10 +184,17 @@ def longest_first(items: Sequence[T], expected: Mapping[str, Expected]) -> list[
 
 
 def plan_expected(spec: RunSpec, store: Any) -> dict[str, Expected]:
-    """Expected durations of ``spec``'s agents from the store's earlier runs and the paper."""
-    return expected_durations(
-        spec.agents, cap=float(spec.limits.wall_seconds), history=history_seconds(store)
-    )
+    """Expected durations of ``spec``'s agents from the store's earlier runs and the paper.
+
+    A store that cannot be listed gives no history (preflight's store check then names the
+    problem with its fix).
+    """
+    try:
+        history = history_seconds(store)
+    except (DataSpaceError, OSError) as exc:
+        logger.warning("plan order: earlier runs in %s not read (%s)", spec.store, exc)
+        history = {}
+    return expected_durations(spec.agents, cap=float(spec.limits.wall_seconds), history=history)
 
 
 def describe_order(expected: Mapping[str, Expected], first: Sequence[str], *, top: int = 3) -> str:
