@@ -6,6 +6,11 @@ whose ``result.json`` exists, and a changed spec under the same run id is refuse
 full path of every changed field. Each attempt has a content key (task, agent, harness,
 model id and endpoint, settings, limits, runtime, attempt number).
 
+Plan order: pending attempts start longest first, by the expected duration of each agent's
+attempts (``dataspace.runs.expected``: earlier runs of the same model in the store, else the
+paper's figures); the order and its reasons are shown as a preflight line and written to
+``plan.json`` on every invocation.
+
 Order: the spec is checked against the recorded one (read only), then preflight runs
 (``dataspace.runs.preflight``) when attempts are pending; only then is the spec recorded
 and Ray started, so a bad spec leaves nothing behind.
@@ -39,7 +44,7 @@ import json
 import logging
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from dataspace.errors import (
@@ -51,6 +56,13 @@ from dataspace.errors import (
 )
 from dataspace.release import Release
 from dataspace.runs.attempt import AttemptRequest, infra_record, run_attempt, sweep_scratch
+from dataspace.runs.expected import (
+    ORDER_LONGEST_FIRST,
+    Expected,
+    describe_order,
+    longest_first,
+    plan_expected,
+)
 from dataspace.runs.keys import controller_keys, start_key_holder, stop_key_holder
 from dataspace.runs.layout import RunLayout
 from dataspace.runs.lease import RunLease, lease_seconds
@@ -303,6 +315,8 @@ def _execute_leased(
     }
     kept = {k: r for k, r in finished.items() if k not in marked}
     pending = [p for p in plan if p.key not in kept and p.key not in skipped]
+    expected = plan_expected(spec, store) if pending else {}
+    pending = longest_first(pending, expected)
     emit(_plan_event(spec, plan, {**kept, **skipped}))
     logger.info(
         "run %s: %d attempts, %d finished, %d skipped, %d to run; %s",
@@ -315,8 +329,10 @@ def _execute_leased(
     )
     report = None
     if pending and preflight:
-        from dataspace.runs.preflight import KEYS_FROM_SHELL, check_spec
+        from dataspace.runs.preflight import KEYS_FROM_SHELL, Check, check_spec
 
+        order = describe_order(expected, [f"{p.agent}/{p.task_id}/{p.attempt}" for p in pending])
+        emit({"event": "preflight", "check": Check(key="plan.order", ok=True, message=order)})
         report = check_spec(
             spec,
             check_release=False,
@@ -332,6 +348,7 @@ def _execute_leased(
         retry_marked(store, layout, [p for p in plan if p.key in marked], finished, failures)
     if pending:
         _record_estimate(spec, store, plan, pending, emit)
+        _record_order(store, layout, pending, expected)
 
     run = _Run(
         spec=spec,
@@ -603,6 +620,20 @@ def _record_spec(store: Any, layout: RunLayout, spec: RunSpec, identity: dict[st
         )
     except AlreadyExistsError:  # another invocation recorded it meanwhile: check it again
         _check_recorded(store, layout, spec, identity)
+
+
+def _record_order(
+    store: Any, layout: RunLayout, pending: list[PlannedAttempt], expected: Mapping[str, Expected]
+) -> None:
+    """``plan.json``: this invocation's order of the pending attempts and why (rewritten)."""
+    doc = {
+        "schema_version": "1.0",
+        "order": ORDER_LONGEST_FIRST,
+        "expected": {name: asdict(e) for name, e in expected.items()},
+        "attempts": [f"{p.agent}/{p.task_id}/{p.attempt}" for p in pending],
+        "written_at": time.time(),
+    }
+    store.put_bytes(layout.key("plan.json"), json.dumps(doc, indent=1).encode())
 
 
 def _load_state(

@@ -3,6 +3,7 @@
 ::
 
     runs/<run_id>/spec.json
+    runs/<run_id>/plan.json          (the order of the pending attempts, each invocation)
     runs/<run_id>/attempts/<agent>/<task>/<n>/{events.jsonl, run.json,
                                                output/prediction.csv, result.json}
     runs/<run_id>/attempts/<agent>/<task>/<n>/infra/try_<k>.json   (retried faults)

@@ -114,9 +114,80 @@ def test_every_rendered_overlay_validates_strictly(overlay: str) -> None:
         "LimitRange",
         "RayCluster",
         "ValidatingAdmissionPolicy",
+        "DaemonSet",
     } <= kinds
     for doc in docs:
         validate(doc, overlay)
+
+
+def _restricted_problems(pod: dict[str, Any]) -> list[str]:
+    """What in a pod spec breaks the restricted Pod Security Standard (its checks that apply)."""
+    problems = []
+    pod_sc = pod.get("securityContext") or {}
+    for flag in ("hostNetwork", "hostPID", "hostIPC"):
+        if pod.get(flag):
+            problems.append(flag)
+    for v in pod.get("volumes") or []:
+        if not ({"configMap", "secret", "emptyDir", "projected", "downwardAPI",
+                 "persistentVolumeClaim", "ephemeral", "csi"} & set(v)):  # fmt: skip
+            problems.append(f"volume {v['name']}")
+    for c in [*pod.get("initContainers", []), *pod["containers"]]:
+        sc = c.get("securityContext") or {}
+        where = f"container {c['name']}"
+        if sc.get("privileged"):
+            problems.append(f"{where}: privileged")
+        if sc.get("allowPrivilegeEscalation") is not False:
+            problems.append(f"{where}: allowPrivilegeEscalation")
+        caps = sc.get("capabilities") or {}
+        if "ALL" not in caps.get("drop", []) or set(caps.get("add", [])) - {"NET_BIND_SERVICE"}:
+            problems.append(f"{where}: capabilities")
+        if not sc.get("runAsNonRoot", pod_sc.get("runAsNonRoot")):
+            problems.append(f"{where}: runAsNonRoot")
+        if sc.get("runAsUser", pod_sc.get("runAsUser")) == 0:
+            problems.append(f"{where}: runAsUser 0")
+        seccomp = sc.get("seccompProfile") or pod_sc.get("seccompProfile") or {}
+        if seccomp.get("type") not in ("RuntimeDefault", "Localhost"):
+            problems.append(f"{where}: seccompProfile")
+        if any(port.get("hostPort") for port in c.get("ports", [])):
+            problems.append(f"{where}: hostPort")
+    return problems
+
+
+@pytest.mark.parametrize("overlay", ["base", *[f"overlays/{o}" for o in OVERLAYS]])
+def test_the_prepull_daemonset_holds_the_runs_sandbox_image_on_every_node(overlay: str) -> None:
+    """Guards the image pre-pull: the run's own image, every node, restricted, tiny, no token."""
+    docs = render(overlay)
+    (ds,) = [
+        d for d in docs if d["kind"] == "DaemonSet" and d["metadata"]["name"] == "runtime-prepull"
+    ]
+    config = next(
+        d for d in docs if d["kind"] == "ConfigMap" and d["metadata"]["name"] == "dataspace-run"
+    )
+    image = yaml.safe_load(config["data"]["spec.yaml"])["sandbox"]["image"]
+    pod = ds["spec"]["template"]["spec"]
+    assert [c["image"] for c in pod["initContainers"]] == [image]
+    assert pod["initContainers"][0]["command"] == ["true"]
+    # the sandbox namespace admits only run-once pods with a deadline; a DaemonSet's pods
+    # restart forever, so it lives with the controllers
+    assert ds["metadata"]["namespace"] == "dataspace"
+    assert not {"nodeSelector", "affinity", "tolerations"} & set(pod)  # every schedulable node
+    assert pod["automountServiceAccountToken"] is False
+    assert _restricted_problems(pod) == []
+    for c in [*pod["initContainers"], *pod["containers"]]:
+        assert c["resources"]["requests"] == c["resources"]["limits"], c["name"]
+        assert c["securityContext"]["readOnlyRootFilesystem"] is True, c["name"]
+
+
+def test_the_restricted_check_names_what_breaks_the_standard() -> None:
+    """Guards the pre-pull test's own check: a root, privileged pod is caught."""
+    pod = load_docs(K8S / "base" / "prepull-daemonset.yaml")[0]["spec"]["template"]["spec"]
+    pod["securityContext"]["runAsNonRoot"] = False
+    pod["containers"][0]["securityContext"]["capabilities"] = {"add": ["SYS_ADMIN"], "drop": []}
+    pod["volumes"] = [{"name": "host", "hostPath": {"path": "/"}}]
+    problems = _restricted_problems(pod)
+    assert "volume host" in problems
+    assert "container hold: capabilities" in problems
+    assert "container pull-runtime: runAsNonRoot" in problems
 
 
 def test_a_strict_schema_catches_a_typo() -> None:
