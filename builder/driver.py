@@ -390,14 +390,15 @@ def _meet_video_share(
 
 
 def _fold_reason(reason: str) -> str:
-    """A reason with its numbers and quoted values folded, for counting alike reasons.
+    """A reason with its details (numbers, quoted values, bracketed lists) folded.
 
     >>> _fold_reason("the answer (5x2) is not compact enough; 'x' leaks")
-    "the answer (NxN) is not compact enough; '…' leaks"
+    "the answer is not compact enough; '…' leaks"
     """
     import re
 
-    return re.sub(r"\d+", "N", re.sub(r"'[^']*'", "'…'", reason))
+    reason = re.sub(r"\s*\([^()]*\)", "", re.sub(r"'[^']*'", "'…'", reason))
+    return re.sub(r"\d+", "N", reason)
 
 
 def _run_ray(jobs: Sequence[ItemJob], record: Callable[[dict[str, Any]], None]) -> None:

@@ -130,6 +130,7 @@ def untranslated_share(
 
 
 _PLACEHOLDER = re.compile(r"\x00|\{\w+\}|\[\w+\]")
+_ACRONYM = re.compile(r"(?<![A-Za-z])[A-Z]{2,5}(?![A-Za-z])")
 _IDENTIFIER = re.compile(r"[A-Za-z_]*\d[A-Za-z0-9_.\-/]*|[A-Za-z0-9]+_[A-Za-z0-9_]+")
 
 
@@ -160,6 +161,8 @@ def fluency_problems(question: str, language: str, protected: Sequence[str]) -> 
 
     >>> fluency_problems("患者10001今年是否被开具过“aspirin”？", "zh", ["aspirin"])
     []
+    >>> fluency_problems("2022年哪些月份CPI同比超过2%？", "zh", [])
+    []
     >>> fluency_problems("去年有多少患者left医院？", "zh", [])
     ["the Chinese question keeps English words: 'left'"]
     >>> fluency_problems(chr(0) + "0" + chr(0) + "的全称是什么？", "zh", [])[0][:34]
@@ -174,6 +177,7 @@ def fluency_problems(question: str, language: str, protected: Sequence[str]) -> 
         text = re.sub(re.escape(term), " ", text, flags=re.I)
     if language == "zh":
         text = _IDENTIFIER.sub(" ", text)
+        text = _ACRONYM.sub(" ", text)  # GDP, CPI, ICU: written so in Chinese too
         words = re.findall(r"[A-Za-z]{2,}", text)
         if words:
             shown = ", ".join(repr(w) for w in dict.fromkeys(words))
