@@ -239,11 +239,27 @@ def with_note(question: str, clauses: list[str] | tuple[str, ...], language: str
 
     >>> with_note("有多少患者？", ["以2105年12月31日23:59为当前时间"], "zh")
     '有多少患者？以2105年12月31日23:59为当前时间。'
+    >>> with_note("各季度的增速是多少", ["按日期从早到晚排列"], "zh")
+    '各季度的增速是多少？按日期从早到晚排列。'
     """
     text = note(clauses, language)
     if not text:
         return question
-    return question.rstrip() + ("" if language == "zh" else " ") + text
+    question = question.rstrip()
+    if question and question[-1] not in "？?。.！!":
+        # A question the source wrote without a final mark gets one, so that its note is a
+        # sentence of its own ("…是多少？以…为当前时间。").
+        if language == "zh":
+            asks = re.search(r"多少|什么|哪|谁|几|吗|是否|何|如何|怎样", question)
+        else:
+            asks = re.match(
+                r"\s*(?:what|which|who|whom|whose|when|where|why|how|is|are|was|were|do|does|"
+                r"did|can|has|have)\b",
+                question,
+                re.I,
+            )
+        question += ("？" if asks else "。") if language == "zh" else ("?" if asks else ".")
+    return question + ("" if language == "zh" else " ") + text
 
 
 def without_note(question: str, clauses: list[str] | tuple[str, ...], language: str) -> str:

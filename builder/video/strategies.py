@@ -204,7 +204,7 @@ def _label(atom: PredicateAtom, language: str) -> str:
     label = known_label(atom.column, language) or ""
     if language == "en" and re.search(r"[\u3400-\u9fff]", label):
         return ""  # a Chinese column name has no place in an English question
-    return label
+    return re.sub(r"\s*[（(][^（）()]*[）)]", "", label)  # "CPI同比(%)" reads "CPI同比"
 
 
 def slot_text(atom: PredicateAtom, language: str) -> str:
@@ -238,6 +238,9 @@ def fill_slot(question: str, span: tuple[int, int], atom: PredicateAtom, languag
     视频中展示的化验"), a value after its noun takes the noun along ("在视频里出现的病房
     住过"), a condition becomes "符合视频中给出的条件"; never a bracketed slot.
 
+    Raises:
+        StrategyRejected: a Chinese value that is a word of the sentence, not a quoted name.
+
     >>> a = PredicateAtom(atom_id="P1", table="wards", column="WARDID", operator="=",
     ...                   value=52, literal="52", span=(3, 5), display="52")
     >>> fill_slot("在病房52住过的患者有多少人？", (3, 5), a, "zh")
@@ -259,6 +262,12 @@ def fill_slot(question: str, span: tuple[int, int], atom: PredicateAtom, languag
         return before + slot_text(atom, language) + after
     if zh:
         if atom.operator == "=":
+            if re.search(r"[\u3400-\u9fff]", atom.literal) and question[a] not in _QUOTES:
+                # A value said as a word of the sentence ("于医院死亡") has no place a phrase
+                # about the video could take without changing what the sentence says.
+                raise StrategyRejected(
+                    f"the value {atom.display!r} is a word of the question, not a quoted name"
+                )
             noun = ""
             for ch in reversed(before):
                 if ch in _ZH_BREAK or not re.match(r"[\u3400-\u9fff]", ch):
@@ -275,6 +284,53 @@ def fill_slot(question: str, span: tuple[int, int], atom: PredicateAtom, languag
         return (
             before + (f"{label}符合视频中给出的条件" if label else "符合视频中给出的条件") + after
         )
+    return _fill_en(before, after, atom)
+
+
+_EN_FUNCTION = frozenset(
+    [
+        "in",
+        "on",
+        "at",
+        "of",
+        "to",
+        "from",
+        "by",
+        "with",
+        "for",
+        "the",
+        "a",
+        "an",
+        "is",
+        "was",
+        "are",
+        "were",
+        "has",
+        "have",
+        "had",
+        "did",
+        "does",
+        "do",
+        "and",
+        "or",
+        "than",
+        "between",
+        "during",
+        "since",
+        "after",
+        "before",
+        "into",
+        "per",
+        "as",
+    ]
+)
+
+
+def _fill_en(before: str, after: str, atom: PredicateAtom) -> str:
+    """The English rewrite of ``before + value + after`` (see ``fill_slot``)."""
+    words = re.findall(r"[A-Za-z]+", before[-40:])
+    prev = words[-1] if words else ""
+    label = _label(atom, "en")
     if atom.operator == "=":
         m = re.match(
             r"\s*((?:[a-z]+\s){0,2}?[a-z]+?)(?=\s*(?:[?.,;]|$|\s(?:for|of|in|on|at|"
@@ -282,11 +338,28 @@ def fill_slot(question: str, span: tuple[int, int], atom: PredicateAtom, languag
             after,
             re.I,
         )
-        if m and before.rstrip().lower().endswith((" a", " an", " the")):
-            noun = m.group(1)
+        if m and prev.lower() in ("a", "an", "the"):
+            noun = m.group(1)  # "had a 'ph' lab test" -> "had a lab test shown in the video"
             return before.rstrip() + " " + noun + " shown in the video" + after[m.end() :]
-        return before + slot_text(atom, language) + after
-    return before + slot_text(atom, language) + after
+        if prev and prev.lower() not in _EN_FUNCTION and before.rstrip().endswith(prev):
+            # "of patient 30037" -> "of the patient shown in the video"
+            head = before.rstrip()[: -len(prev)]
+            return f"{head}the {prev} shown in the video{after}"
+        if label:
+            return f"{before}the {label} shown in the video{after}"
+        raise StrategyRejected(
+            f"no words name what the video shows for {atom.display!r} in this question"
+        )
+    # A condition: "aged 60 or older" -> "aged within the range shown in the video".
+    if re.match(r"\s*(?:to|and|-)\b|\s*[A-Za-z]", after) and not re.match(
+        r"\s*(?:for|of|in|on|at|with|during|since|who|which|that|among)\b", after
+    ):
+        raise StrategyRejected(
+            f"the condition on {atom.display!r} runs on into the rest of the sentence"
+        )
+    if prev.lower() in ("of", "at", "by", "is", "was"):
+        before = before.rstrip()[: -len(prev)].rstrip() + " "
+    return before + "within the range shown in the video" + after
 
 
 def leaks(question: str, atom: PredicateAtom | AnswerAtom) -> bool:

@@ -53,9 +53,7 @@ def test_the_release_holds_the_share_of_videos_asked_for(bundled_items, tmp_path
         spec_more, tmp_path / "b" / "release", items=items, cache_dir=tmp_path / "c"
     )
     assert again.built <= video["dropped_to_meet_share"] + 1
-    assert again.video["tasks_with_video"] == min(
-        video["made"], round(0.4 * again.video["tasks"])
-    )
+    assert again.video["tasks_with_video"] == min(video["made"], round(0.4 * again.video["tasks"]))
 
 
 def test_a_spec_without_stage3_builds_every_stage_and_false_opts_out():
@@ -76,8 +74,7 @@ def test_the_build_cache_key_is_the_parsed_options():
         "routing": {"follow_share": default.policy.follow_share},
     }
     keys = {
-        BuildSpec.from_mapping({**base, "stage3": raw}).fingerprint()
-        for raw in ({}, written, True)
+        BuildSpec.from_mapping({**base, "stage3": raw}).fingerprint() for raw in ({}, written, True)
     }
     keys.add(BuildSpec.from_mapping(base).fingerprint())
     assert len(keys) == 1

@@ -288,7 +288,8 @@ def make_items(tables: Sequence[Table]) -> list[Item]:
             "admissions.discharge_location = 'dead/expired' and "
             "strftime('%y',admissions.dischtime) = '2103'",
             {},
-            "which patients died in the hospital [time_filter_global1], and when were they discharged?",
+            "which patients died in the hospital [time_filter_global1], and when were they "
+            "discharged?",
         ),
         (
             "How many hospital admissions were there for each insurance type?",
@@ -311,8 +312,8 @@ def make_items(tables: Sequence[Table]) -> list[Item]:
             "d_labitems on labevents.itemid = d_labitems.itemid group by d_labitems.label having "
             "avg(labevents.valuenum) > 100",
             {"threshold": 100},
-            "which lab tests have an average value above {threshold}, and what is the average rounded "
-            "to one decimal?",
+            "which lab tests have an average value above {threshold}, and what is the average "
+            "rounded to one decimal?",
         ),
         (
             "How many icu stays started in each care unit, from most to fewest?",
