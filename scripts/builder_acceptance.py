@@ -129,11 +129,13 @@ def check_release(release: Path) -> tuple[dict[str, list[str]], list[str]]:
         tr = ledger.get("transform", {})
         focused = tr.get("question", {}).get("focused_glossary", [])
         sql = str(ledger.get("sql", ""))
+        source_sql = str((ledger.get("source") or {}).get("sql", ""))
         if lang == "zh":
             chinese.append(f"{t}\t{q}")
         protected = [e.get("target", "") for e in focused] + [e.get("source", "") for e in focused]
-        protected += re.findall(r"'((?:[^']|'')*)'", sql)
-        for a, b in re.findall(r"\b(\w+)\.(\w+)\b", sql):
+        # As the build's own gate: literals and names of the task's and the source's SQL.
+        protected += re.findall(r"'((?:[^']|'')*)'", f"{sql} {source_sql}")
+        for a, b in re.findall(r"\b(\w+)\.(\w+)\b", f"{sql} {source_sql}"):
             protected += [a, b]
         problems = fluency_problems(q, lang, protected)
         for p in problems:
