@@ -62,8 +62,10 @@ def _db_sha(path: Path) -> str:
     return _DB_HASHES[key]
 
 
-def item_key(item: SourceItem, languages: tuple[str, str], spec: BuildSpec) -> str:
-    """The content address of one item's build."""
+def item_key(
+    item: SourceItem, languages: tuple[str, str], spec: BuildSpec, *, video: bool = True
+) -> str:
+    """The content address of one item's build (``video``: whether it tries for a video)."""
     extra = json.loads(json.dumps(dict(item.extra), default=str, sort_keys=True))
     body = {
         "item": {
@@ -78,6 +80,7 @@ def item_key(item: SourceItem, languages: tuple[str, str], spec: BuildSpec) -> s
             "extra": extra,
         },
         "languages": list(languages),
+        "video": video,
         "spec": spec.fingerprint(),
         "code": code_version(),
     }

@@ -202,6 +202,24 @@ def _print(report: Any) -> None:
     for stage, reasons in sorted(report.rejection_summary().items()):
         for reason, n in sorted(reasons.items(), key=lambda kv: -kv[1])[:5]:
             print(f"  rejected at {stage}: {n} x {reason}")
+    video = report.video
+    if video:
+        median = video["median_seconds"]
+        print(
+            f"videos: {video['tasks_with_video']} of {video['tasks']} tasks "
+            f"({100 * video['share']:.1f}%, asked {100 * video['target_share']:.1f}%), "
+            f"median {median if median is not None else '-'} s; {video['made']} of "
+            f"{video['tried']} tries made one, {video['dropped_to_meet_share']} built again "
+            "without one to meet the share"
+        )
+        if video["tasks"] and video["share"] + 0.03 < video["target_share"]:
+            print(
+                "  warning: fewer tasks could get a video than the share asks for "
+                "(see the declines below)"
+            )
+        for strategy, reasons in sorted(video["declined"].items()):
+            for reason, n in sorted(reasons.items(), key=lambda kv: -kv[1])[:3]:
+                print(f"  {strategy} declined {n} x {reason}")
     print(f"report: {Path(report.release).parent / 'build_report.json'}")
 
 

@@ -7,6 +7,12 @@ given); either way each item is built by ``build_item``, which stores its result
 cache and never raises for a bad item. The release is then written with ``ReleaseWriter``
 (``task_1..task_N`` in source order) and the build report (every rejected item with its
 stage and reason, timings per stage) beside it.
+
+**Video share.** ``Stage3Options.video_share`` is the share of the release's tasks that
+hold a video. Every item first tries for one (its strategies decline about half of the
+tries); when more tasks got a video than the share asks for, a seeded choice of them is
+built again with the video off (``ItemJob.video``), so the release holds the share
+exactly, rounded to whole tasks. Fewer videos than asked is reported, never padded.
 """
 
 from __future__ import annotations
@@ -99,6 +105,7 @@ class ItemJob:
     key: str
     spec: BuildSpec
     cache_root: str
+    video: bool = True
 
 
 def build_item(job: ItemJob) -> dict[str, Any]:
@@ -122,7 +129,9 @@ def build_item(job: ItemJob) -> dict[str, Any]:
 
     try:
         ctx = stage_context(job.spec, job.cache_root)
-        state = initial_state(job.item, languages=job.languages, build_seed=job.spec.seed)
+        state = initial_state(
+            job.item, languages=job.languages, build_seed=job.spec.seed, video=job.video
+        )
         state = run_stages(state, ctx, STAGES)
     except BuildError as exc:
         result = {
@@ -159,9 +168,14 @@ def build_item(job: ItemJob) -> dict[str, Any]:
             "timings": {},
             "seconds": seconds(),
         }
+    made = state.video
     result = {
         **base,
         "status": "accepted",
+        "video": {"strategy": made.strategy, "duration": round(made.duration, 3)}
+        if made is not None
+        else None,
+        "video_declined": list(state.video_skipped),
         "timings": {k: round(v, 4) for k, v in state.timings.items()},
         "seconds": seconds(),
     }
@@ -220,40 +234,43 @@ def build_release(
         skipped = list(getattr(items, "skipped", ()))
         t_load = float(getattr(items, "load_seconds", 0.0))
         items = list(items)
-    jobs: list[ItemJob] = []
-    results: dict[str, dict[str, Any]] = {}
-    cached = 0
-    for item in items:
-        langs = spec.languages.choose(item, spec.seed)
-        key = item_key(item, langs, spec)
-        jobs.append(
-            ItemJob(item=item, languages=langs, key=key, spec=spec, cache_root=str(cache_root))
+    jobs = [
+        ItemJob(
+            item=item,
+            languages=(langs := spec.languages.choose(item, spec.seed)),
+            key=item_key(item, langs, spec),
+            spec=spec,
+            cache_root=str(cache_root),
         )
-        hit = cache.result(key)
-        if hit is not None and (
-            hit.get("status") != "accepted" or (cache.folder(key) / "artifacts.json").is_file()
-        ):
-            results[key] = {**hit, "cached": True}
-            cached += 1
-    todo = [j for j in jobs if j.key not in results]
-    total = len(jobs)
-    done_count = len(results)
-    if progress is not None and done_count:
-        progress(done_count, total, {"status": "cached", "count": done_count})
+        for item in items
+    ]
+    results: dict[str, dict[str, Any]] = {}
+    counter = {"done": 0, "total": len(jobs), "cached": 0}
 
     def record(res: dict[str, Any]) -> None:
-        nonlocal done_count
         results[res["key"]] = {**res, "cached": False}
-        done_count += 1
+        counter["done"] += 1
         if progress is not None:
-            progress(done_count, total, res)
+            progress(counter["done"], counter["total"], res)
 
-    if todo:
-        if workers <= 0:
-            for job in todo:
-                record(build_item(job))
-        else:
-            _run_ray(todo, workers, ray_address, record)
+    runner = _Runner(workers, ray_address)
+    try:
+        _build_jobs(jobs, cache, results, counter, record, runner, progress)
+        jobs, video = _meet_video_share(spec, jobs, results)
+        if video.get("drop"):
+            counter["total"] += len(video["drop"])
+            _build_jobs(
+                [j for j in jobs if j.key in video["drop"]],
+                cache,
+                results,
+                counter,
+                record,
+                runner,
+                progress,
+            )
+    finally:
+        runner.close()
+    cached = counter["cached"]
     return _write_release(
         spec,
         dest,
@@ -267,48 +284,150 @@ def build_release(
         cached=cached,
         t_load=t_load,
         started=started,
+        video_share=video,
     )
 
 
-def _run_ray(
+class _Runner:
+    """Builds jobs in this process (``workers`` 0) or on Ray, connected once per build."""
+
+    def __init__(self, workers: int, address: str | None) -> None:
+        self.workers = workers
+        self.address = address
+        self._ray_started: bool | None = None
+
+    def run(self, jobs: Sequence[ItemJob], record: Callable[[dict[str, Any]], None]) -> None:
+        if self.workers <= 0:
+            for job in jobs:
+                record(build_item(job))
+            return
+        if self._ray_started is None:
+            from dataspace.runs.ray_start import connect_ray
+
+            self._ray_started = connect_ray(address=self.address, num_cpus=self.workers)
+        _run_ray(jobs, record)
+
+    def close(self) -> None:
+        if self._ray_started:
+            import ray
+
+            ray.shutdown()
+
+
+def _build_jobs(
     jobs: Sequence[ItemJob],
-    workers: int,
-    address: str | None,
+    cache: ItemCache,
+    results: dict[str, dict[str, Any]],
+    counter: dict[str, int],
     record: Callable[[dict[str, Any]], None],
+    runner: _Runner,
+    progress: ProgressFn | None,
 ) -> None:
+    """Take what the cache holds, build the rest."""
+    hits = 0
+    for job in jobs:
+        hit = cache.result(job.key)
+        if hit is not None and (
+            hit.get("status") != "accepted" or (cache.folder(job.key) / "artifacts.json").is_file()
+        ):
+            results[job.key] = {**hit, "cached": True}
+            hits += 1
+    counter["cached"] += hits
+    counter["done"] += hits
+    if progress is not None and hits:
+        progress(counter["done"], counter["total"], {"status": "cached", "count": hits})
+    todo = [j for j in jobs if j.key not in results]
+    if todo:
+        runner.run(todo, record)
+
+
+def _meet_video_share(
+    spec: BuildSpec, jobs: list[ItemJob], results: Mapping[str, Mapping[str, Any]]
+) -> tuple[list[ItemJob], dict[str, Any]]:
+    """The jobs with a seeded choice of video tasks turned off, and the video summary.
+
+    Tasks that got a video beyond ``round(video_share x accepted)`` are dropped, highest
+    seeded draw first (items whose video is forced are never dropped). Returns the jobs
+    (dropped ones with their video-off key) and ``{"target_share", "drop": {keys}}``;
+    an empty mapping when the build makes no videos.
+    """
+    from builder.semantics import draw
+
+    opts = spec.stage3_options()
+    if opts is None or opts.video is None:
+        return jobs, {}
+    accepted = [j for j in jobs if results.get(j.key, {}).get("status") == "accepted"]
+    with_video = [j for j in accepted if results[j.key].get("video")]
+    target = round(opts.video_share * len(accepted))
+    droppable = [j for j in with_video if j.item.id not in opts.forced]
+    droppable.sort(key=lambda j: (-draw(spec.seed, f"video\0{j.item.corpus}\0{j.item.id}"), j.key))
+    dropping = {j.key for j in droppable[: max(0, len(with_video) - target)]}
+    out: list[ItemJob] = []
+    drop: set[str] = set()
+    for job in jobs:
+        if job.key in dropping:
+            job = dataclasses.replace(
+                job, video=False, key=item_key(job.item, job.languages, spec, video=False)
+            )
+            drop.add(job.key)
+        out.append(job)
+    declined: dict[str, dict[str, int]] = {}
+    for job in accepted:
+        for entry in results[job.key].get("video_declined") or ():
+            strategy, _, reason = str(entry).partition(": ")
+            folded = _fold_reason(reason)
+            declined.setdefault(strategy, {})
+            declined[strategy][folded] = declined[strategy].get(folded, 0) + 1
+    summary = {
+        "target_share": opts.video_share,
+        "tried": len(accepted),
+        "made": len(with_video),
+        "declined": declined,
+        "dropped_to_meet_share": len(drop),
+        "drop": drop,
+    }
+    return out, summary
+
+
+def _fold_reason(reason: str) -> str:
+    """A reason with its details (numbers, quoted values, bracketed lists) folded.
+
+    >>> _fold_reason("the answer (5x2) is not compact enough; 'x' leaks")
+    "the answer is not compact enough; '…' leaks"
+    """
+    import re
+
+    reason = re.sub(r"\s*\([^()]*\)", "", re.sub(r"'[^']*'", "'…'", reason))
+    return re.sub(r"\d+", "N", reason)
+
+
+def _run_ray(jobs: Sequence[ItemJob], record: Callable[[dict[str, Any]], None]) -> None:
     import ray
     from ray.exceptions import RayError, RayTaskError
 
-    from dataspace.runs.ray_start import connect_ray
-
-    started_here = connect_ray(address=address, num_cpus=workers)
-    try:
-        remote = ray.remote(num_cpus=1, max_retries=1)(build_item)
-        pending = {remote.remote(job): job for job in jobs}
-        while pending:
-            done, _ = ray.wait(list(pending), num_returns=1)
-            ref = done[0]
-            job = pending.pop(ref)
-            try:
-                record(ray.get(ref))
-            except (RayError, RayTaskError) as exc:
-                cause = exc.cause if isinstance(exc, RayTaskError) else exc
-                record(
-                    {
-                        "key": job.key,
-                        "corpus": job.item.corpus,
-                        "id": job.item.id,
-                        "languages": list(job.languages),
-                        "status": "failed",
-                        "stage": "infrastructure",
-                        "reason": f"{type(cause).__name__}: {cause}".splitlines()[0][:300],
-                        "timings": {},
-                        "seconds": 0.0,
-                    }
-                )
-    finally:
-        if started_here:
-            ray.shutdown()
+    remote = ray.remote(num_cpus=1, max_retries=1)(build_item)
+    pending = {remote.remote(job): job for job in jobs}
+    while pending:
+        done, _ = ray.wait(list(pending), num_returns=1)
+        ref = done[0]
+        job = pending.pop(ref)
+        try:
+            record(ray.get(ref))
+        except (RayError, RayTaskError) as exc:
+            cause = exc.cause if isinstance(exc, RayTaskError) else exc
+            record(
+                {
+                    "key": job.key,
+                    "corpus": job.item.corpus,
+                    "id": job.item.id,
+                    "languages": list(job.languages),
+                    "status": "failed",
+                    "stage": "infrastructure",
+                    "reason": f"{type(cause).__name__}: {cause}".splitlines()[0][:300],
+                    "timings": {},
+                    "seconds": 0.0,
+                }
+            )
 
 
 def _write_release(
@@ -325,7 +444,10 @@ def _write_release(
     cached: int,
     t_load: float,
     started: float,
+    video_share: Mapping[str, Any],
 ) -> BuildReport:
+    import statistics
+
     from dataspace.release import ReleaseWriter
 
     accepted: list[AcceptedItem] = []
@@ -357,7 +479,29 @@ def _write_release(
             cached=cached,
             built=len(jobs) - cached,
             items=tuple(records),
+            video=video_summary(),
         )
+
+    def video_summary() -> dict[str, Any] | None:
+        if not video_share:
+            return None
+        lengths = [
+            float(results[j.key]["video"]["duration"])
+            for j in jobs
+            if results.get(j.key, {}).get("status") == "accepted" and results[j.key].get("video")
+        ]
+        tasks = len(accepted)
+        return {
+            "target_share": video_share["target_share"],
+            "share": round(len(lengths) / tasks, 4) if tasks else 0.0,
+            "tasks_with_video": len(lengths),
+            "tasks": tasks,
+            "median_seconds": round(statistics.median(lengths), 2) if lengths else None,
+            "tried": video_share["tried"],
+            "made": video_share["made"],
+            "dropped_to_meet_share": video_share["dropped_to_meet_share"],
+            "declined": video_share["declined"],
+        }
 
     with ReleaseWriter(dest, replace=replace, manifest=manifest) as writer:
         t_write = time.perf_counter()

@@ -50,6 +50,10 @@ class BuildReport:
         cached: items taken from the cache.
         built: items built now.
         items: one record per item (languages, status, seconds, cached).
+        video: the video composition (None when the build makes no videos): the share
+            asked for and reached, tasks with a video, their median length, how many items
+            tried, how many got one, how many were built again without one to meet the
+            share, and how often each strategy declined and why.
     """
 
     release: str
@@ -63,6 +67,7 @@ class BuildReport:
     cached: int = 0
     built: int = 0
     items: tuple[Mapping[str, Any], ...] = ()
+    video: Mapping[str, Any] | None = None
 
     @property
     def items_per_minute(self) -> float:
@@ -111,6 +116,7 @@ class BuildReport:
             "wall_seconds": round(self.wall_seconds, 3),
             "workers": self.workers,
             "items_per_minute": round(self.items_per_minute, 2),
+            "video": None if self.video is None else dict(self.video),
             "items": [dict(i) for i in self.items],
         }
 

@@ -140,7 +140,9 @@ class BuildSpec:
             ``sampling``) or another registered step such as ``copy``.
         renderers: workspace renderers in fallback order.
         dialect: ``{"current_time": ..., "now": ...}`` passed to loaders that take it.
-        stage3: routing with documents and videos (None: structured renderers only).
+        stage3: routing with documents and videos, as the paper builds every task (the
+            default, also when a spec file leaves ``stage3`` out); None (``stage3: false``
+            in a file) opts out to structured renderers only.
         semantics: how the fixed "now", ties and a requested order are stated.
     """
 
@@ -153,7 +155,7 @@ class BuildSpec:
     task_db: str = "sample"
     renderers: tuple[str, ...] = STRUCTURED
     dialect: Mapping[str, str] = field(default_factory=dict)
-    stage3: Mapping[str, Any] | None = None
+    stage3: Mapping[str, Any] | None = field(default_factory=dict)
     semantics: SemanticsOptions = field(default_factory=SemanticsOptions)
 
     def fingerprint(self) -> str:
@@ -167,7 +169,7 @@ class BuildSpec:
             "task_db": self.task_db,
             "renderers": list(self.renderers),
             "dialect": dict(self.dialect),
-            "stage3": None if self.stage3 is None else dict(self.stage3),
+            "stage3": _stage3_fingerprint(self.stage3_options()),
             "semantics": dataclasses.asdict(self.semantics),
         }
         return hashlib.sha256(json.dumps(body, sort_keys=True).encode()).hexdigest()
@@ -281,7 +283,7 @@ class BuildSpec:
             task_db=str(obj.get("task_db") or "sample"),
             renderers=renderers,
             dialect=dict(obj.get("dialect") or {}),
-            stage3=_stage3_mapping(obj.get("stage3")),
+            stage3=_stage3_mapping(obj.get("stage3", True)),
             semantics=semantics,
         )
 
@@ -318,8 +320,9 @@ class Stage3Options:
         policy: the routing policy.
         documents: document options (the language and domain are set per task).
         video: video options, or None for no videos.
-        video_share: share of tasks (seeded per task) that try to get a video. The default
-            is the paper's composition: 189 of 410 workspaces (46%) hold a video.
+        video_share: share of the release's tasks that hold a video (the driver meets it
+            to the whole task; fewer only when too few items can get one). The default is
+            the paper's composition: 189 of 410 workspaces (46.1%) hold a video.
         strategies: video strategies to try, in order of preference (the task seed
             rotates the order so both get used).
         forced: source item id -> strategy for items that must get a video made with that
@@ -329,13 +332,30 @@ class Stage3Options:
     policy: RoutingPolicy = field(default_factory=RoutingPolicy)
     documents: DocumentOptions = field(default_factory=DocumentOptions)
     video: Any = None
-    video_share: float = 0.46
+    video_share: float = 0.461
     strategies: tuple[str, ...] = ("predicate_abstraction", "answer_evidence")
     forced: Mapping[str, str] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         if not 0.0 <= self.video_share <= 1.0:
             raise ConfigError(f"stage3.video_share must be between 0 and 1, not {self.video_share}")
+
+
+def _stage3_fingerprint(opts: Stage3Options | None) -> Any:
+    """What of the parsed stage-3 options changes a task (defaults written out or not).
+
+    ``video_share`` is left out: it chooses which tasks keep their video at release level
+    (``builder.driver``), not what one task looks like.
+
+    >>> _stage3_fingerprint(stage3_options({})) == _stage3_fingerprint(
+    ...     stage3_options({"video_share": 0.2, "routing": {}}))
+    True
+    """
+    if opts is None:
+        return None
+    body = dataclasses.asdict(opts)
+    body.pop("video_share")
+    return json.loads(json.dumps(body, sort_keys=True, default=str))
 
 
 def _stage3_mapping(raw: Any) -> Mapping[str, Any] | None:

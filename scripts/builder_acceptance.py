@@ -1,17 +1,24 @@
-"""Build EHRSQL's MIMIC-III demo valid split with every builder stage, twice, and check it.
+"""Build a corpus with every builder stage, twice, and check it against the paper.
 
     .venv/bin/python scripts/builder_acceptance.py --out /tmp/acceptance [--limit N]
+    .venv/bin/python scripts/builder_acceptance.py --corpus bundled --out /tmp/acceptance-b
 
-Checks (each printed with its count; the exit code is 1 when one fails):
-- no Chinese question fails the fluency gate and none leaks an internal placeholder;
+``--corpus mimic`` (the default) is EHRSQL's MIMIC-III demo valid split; ``bundled`` the
+two bundled mini corpora (the demo's release). Checks (each printed with its count; the
+exit code is 1 when one fails):
+- no Chinese question fails the fluency gate (English words, word order) and none leaks an
+  internal placeholder or a bracketed video slot;
+- every question has at most one note (no stacked parenthetical notes);
 - every task whose SQL uses the fixed "now" states it in its question;
 - no rank-limited task has more gold rows than N unless its question states the tie rule;
 - the gold agent scores 100% through the real run loop (local sandboxes);
 - a second build, from an empty cache and in its own process (run alongside the first),
   is byte-identical (``dataspace diff`` and bytes).
 
-Then it prints the share of items lost to each gate and the paper's composition figures
-(Table 2, §5) next to this build's.
+Then it prints the share of items lost to each gate, the video composition the build
+report gives (share asked and reached, median length, each strategy's declines), the
+paper's composition figures (Table 2, §5) next to this build's, and writes every Chinese
+question to ``OUT/chinese_questions.txt`` for reading.
 """
 
 from __future__ import annotations
@@ -25,8 +32,6 @@ from collections import Counter
 from pathlib import Path
 
 SOURCES = Path(__file__).resolve().parents[2] / "shared" / "sources" / "ehrsql_mimic3_demo"
-NOW = "2105-12-31 23:59:00"
-TIE = {"zh": "并列", "en": "Ties share a rank"}
 
 PAPER = {
     "video share (workspaces with a video)": "46.1% (189/410)",
@@ -41,20 +46,27 @@ PAPER = {
 }
 
 
-def spec_mapping(limit: int | None, video_share: float, stage3: bool = True) -> dict:
-    src: dict[str, object] = {
-        "kind": "ehrsql-jsonl",
-        "path": str(SOURCES / "ehrsql_mimic3_demo.jsonl"),
-    }
+def spec_mapping(
+    limit: int | None, video_share: float, stage3: bool = True, corpus: str = "mimic"
+) -> dict:
+    sources: list[dict[str, object]]
+    if corpus == "bundled":
+        sources = [
+            {"kind": "bundled", "path": "finance", "options": {"question_language": "mixed"}},
+            {"kind": "bundled", "path": "clinical"},
+        ]
+    else:
+        sources = [{"kind": "ehrsql-jsonl", "path": str(SOURCES / "ehrsql_mimic3_demo.jsonl")}]
     if limit:
-        src["limit"] = limit
+        for src in sources:
+            src["limit"] = limit
     return {
         "schema_version": "1.0",
         "seed": 0,
-        "sources": [src],
+        "sources": sources,
         "translator": {"name": "glossary"},
         "sampling": {"budget": 200, "attempts": 3},
-        "stage3": {"video_share": video_share} if stage3 else None,
+        "stage3": {"video_share": video_share} if stage3 else False,
     }
 
 
@@ -93,13 +105,23 @@ def gold_run(release: Path, store: Path) -> tuple[int, int]:
     return passed, len(run.rows)
 
 
-def check_release(release: Path) -> dict[str, list[str]]:
-    from builder.semantics import rank_limit
+def check_release(release: Path) -> tuple[dict[str, list[str]], list[str]]:
+    """The failed checks by name, and every Chinese question (``task_id<TAB>question``)."""
+    import re
+
+    from builder import semantics as sem
     from builder.transform.question import fluency_problems
     from dataspace.release import Release
 
     rel = Release(release)
-    bad: dict[str, list[str]] = {"fluency": [], "placeholder": [], "now": [], "ties": []}
+    bad: dict[str, list[str]] = {
+        "fluency": [],
+        "placeholder": [],
+        "one note": [],
+        "now": [],
+        "ties": [],
+    }
+    chinese = []
     for t in rel.task_ids():
         q = rel.task(t).question
         ledger = rel.ledger(t) or {}
@@ -107,22 +129,30 @@ def check_release(release: Path) -> dict[str, list[str]]:
         tr = ledger.get("transform", {})
         focused = tr.get("question", {}).get("focused_glossary", [])
         sql = str(ledger.get("sql", ""))
-        import re
-
+        source_sql = str((ledger.get("source") or {}).get("sql", ""))
+        if lang == "zh":
+            chinese.append(f"{t}\t{q}")
         protected = [e.get("target", "") for e in focused] + [e.get("source", "") for e in focused]
-        protected += re.findall(r"'((?:[^']|'')*)'", sql)
-        for a, b in re.findall(r"\b(\w+)\.(\w+)\b", sql):
+        # As the build's own gate: literals and names of the task's and the source's SQL.
+        protected += re.findall(r"'((?:[^']|'')*)'", f"{sql} {source_sql}")
+        for a, b in re.findall(r"\b(\w+)\.(\w+)\b", f"{sql} {source_sql}"):
             protected += [a, b]
         problems = fluency_problems(q, lang, protected)
         for p in problems:
-            (bad["placeholder"] if "placeholder" in p else bad["fluency"]).append(f"{t}: {p}: {q}")
-        if f"'{NOW}'" in sql and NOW not in q:
+            (bad["placeholder"] if "placeholder" in p or "slot" in p else bad["fluency"]).append(
+                f"{t}: {p}: {q}"
+            )
+        if re.search(r"（(?:以|排名|结果|所需)|\((?:Take|Ties|List|The records)", q):
+            bad["one note"].append(f"{t}: {q}")
+        stamp = sem.pinned_now(sql)
+        if stamp and not sem.states(q, sem.now_clause(stamp, lang)):
             bad["now"].append(f"{t}: {q}")
-        n = rank_limit(sql)
+        n = sem.rank_limit(sql)
         rows = (rel.metadata(t) or {}).get("answer_rows", 0)
-        if n is not None and rows > n and TIE[lang] not in q:
+        tie = sem.tie_clause(n, lang, dense=sem.dense_ranks(sql)) if n is not None else ""
+        if n is not None and rows > n and not sem.states(q, tie):
             bad["ties"].append(f"{t}: top-{n} with {rows} rows: {q}")
-    return bad
+    return bad, chinese
 
 
 def composition(release: Path) -> dict[str, str]:
@@ -173,6 +203,7 @@ def composition(release: Path) -> dict[str, str]:
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--out", type=Path, required=True)
+    ap.add_argument("--corpus", choices=("mimic", "bundled"), default="mimic")
     ap.add_argument("--limit", type=int, default=None, help="first N items only")
     ap.add_argument("--video-share", type=float, default=None)
     ap.add_argument("--workers", type=int, default=2)
@@ -182,13 +213,13 @@ def main() -> int:
         "--no-stage3", action="store_true", help="stages 1-2 only (structured renderers)"
     )
     args = ap.parse_args()
-    if not SOURCES.is_dir():
+    if args.corpus == "mimic" and not SOURCES.is_dir():
         print(f"sources absent: {SOURCES}", file=sys.stderr)
         return 2
     from builder.spec import Stage3Options
 
     share = args.video_share if args.video_share is not None else Stage3Options().video_share
-    mapping = spec_mapping(args.limit, share, stage3=not args.no_stage3)
+    mapping = spec_mapping(args.limit, share, stage3=not args.no_stage3, corpus=args.corpus)
     out = args.out.resolve()
     a, b = out / "a" / "release", out / "b" / "release"
     second = pool = None
@@ -213,7 +244,20 @@ def main() -> int:
         f"  accepted       {rep['counts']['accepted']:4d}  "
         f"{100 * rep['counts']['accepted'] / total:5.1f}%"
     )
-    bad = check_release(a)
+    video = rep.get("video")
+    if video:
+        print(
+            f"\nvideos: {video['tasks_with_video']} of {video['tasks']} tasks "
+            f"({100 * video['share']:.1f}%; asked {100 * video['target_share']:.1f}%), median "
+            f"{video['median_seconds']} s; {video['made']} of {video['tried']} tries made one, "
+            f"{video['dropped_to_meet_share']} built again without one to meet the share"
+        )
+        for strategy, reasons in sorted(video["declined"].items()):
+            for reason, c in sorted(reasons.items(), key=lambda x: -x[1])[:4]:
+                print(f"      {strategy} declined {c:3d} x {reason[:120]}")
+    bad, chinese = check_release(a)
+    (out / "chinese_questions.txt").write_text("\n".join(chinese) + "\n", encoding="utf-8")
+    print(f"\n{len(chinese)} Chinese questions written to {out / 'chinese_questions.txt'}")
     print("\nchecks:")
     for check, problems in bad.items():
         print(f"  {check:12s} {'ok' if not problems else f'{len(problems)} FAILED'}")

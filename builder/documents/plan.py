@@ -223,6 +223,17 @@ _LABELS_ZH = {
 }
 
 
+def known_label(name: str, language: str) -> str | None:
+    """A column's domain label when the label lists know it (None for other names).
+
+    >>> known_label("SUBJECT_ID", "zh"), known_label("WARDID", "en")
+    ('患者编号', None)
+    """
+    if has_cjk(name):
+        return name
+    return (_LABELS_ZH if language == "zh" else _LABELS_EN).get(name.lower())
+
+
 def column_label(name: str, language: str) -> str:
     """A prose label for a column (known names get a domain label, others are humanized).
 

@@ -37,10 +37,11 @@ def problems(state: TaskState, ctx: StageContext) -> list[str]:
     )
     opts = ctx.spec.semantics
     stamp = sem.pinned_now(item.sql)
-    if stamp and opts.state_now and stamp not in question:
+    if stamp and opts.state_now and not sem.states(question, sem.now_clause(stamp, lang)):
         out.append(f"the question does not state the fixed now {stamp}")
     n = sem.rank_limit(item.sql)
-    if n is not None and len(answer.rows) > n and sem.tie_sentence(n, lang) not in question:
+    tie = sem.tie_clause(n, lang, dense=sem.dense_ranks(item.sql)) if n is not None else ""
+    if n is not None and len(answer.rows) > n and not sem.states(question, tie):
         out.append(f"a top-{n} question with {len(answer.rows)} rows does not state the tie rule")
     carried = {t.lower() for t in art.metadata.get("tables_required", [])}
     carried |= {t.lower() for t in art.metadata.get("tables_withheld", [])}

@@ -81,9 +81,12 @@ class TaskState:
         taskdb: the task database (stage 2).
         answer: the gold answer of ``item.sql`` on the task database.
         stated: the semantics stated in the question (now, tie rule, order).
+        note: the clauses of the question's one note (``builder.semantics.note``).
         routing: the renderer assignment.
         video: the video, when one was made.
-        video_wanted: whether this task drew a video.
+        video_try: whether this task tries to get a video (the driver turns it off for the
+            tasks it drops to reach ``Stage3Options.video_share``).
+        video_wanted: whether this task tried to get a video.
         video_skipped: why each tried video strategy did not fit.
         workspace: the rendered workspace.
         config: the evaluation config.
@@ -101,8 +104,10 @@ class TaskState:
     taskdb: OpenTaskDb | None = None
     answer: GoldAnswer | None = None
     stated: Mapping[str, Any] = field(default_factory=dict)
+    note: tuple[str, ...] = ()
     routing: Routing | None = None
     video: VideoArtifacts | None = None
+    video_try: bool = True
     video_wanted: bool = False
     video_skipped: tuple[str, ...] = ()
     workspace: RoutedWorkspace | None = None
@@ -149,9 +154,14 @@ def task_seed(seed: int, item: SourceItem) -> int:
 
 
 def initial_state(
-    item: SourceItem, *, languages: tuple[str, str], build_seed: int, task_id: str = ""
+    item: SourceItem,
+    *,
+    languages: tuple[str, str],
+    build_seed: int,
+    task_id: str = "",
+    video: bool = True,
 ) -> TaskState:
-    """The state an item enters the first stage with."""
+    """The state an item enters the first stage with (``video``: try to get a video)."""
     return TaskState(
         source=item,
         item=item,
@@ -159,6 +169,7 @@ def initial_state(
         build_seed=build_seed,
         seed=task_seed(build_seed, item),
         languages=languages,
+        video_try=video,
     )
 
 

@@ -1,18 +1,20 @@
-"""The task's video (query-conditioned): a seeded share of tasks try to get one.
+"""The task's video (query-conditioned): every task tries to get one unless told not to.
 
-A task draws a video with ``Stage3Options.video_share``; its strategies are tried in an
-order the task seed rotates, and the first that fits makes the video (the question is
-rewritten at the aligned span, and answer-evidence videos withhold their source table from
-the workspace). A task whose strategies all decline keeps its plain workspace, and the
-reasons go to the ledger. ``Stage3Options.forced`` names items that must get a video
-with a given strategy.
+A task's strategies are tried in an order the task seed rotates, and the first that fits
+makes the video (the question is rewritten at the aligned span, and answer-evidence videos
+withhold their source table from the workspace). A task whose strategies all decline keeps
+its plain workspace, and each strategy's reason goes to the ledger as ``strategy: reason``.
+
+``Stage3Options.video_share`` is the share of the release's tasks that hold a video: the
+driver (``builder.driver``) builds every item trying for a video, then rebuilds a seeded
+choice of the tasks that got one with ``TaskState.video_try`` off, until the share is met.
+``Stage3Options.forced`` names items that must get a video with a given strategy.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import logging
-import random
 from collections.abc import Sequence
 
 from builder.stages.state import StageContext, TaskState, need
@@ -41,7 +43,7 @@ def video(state: TaskState, ctx: StageContext) -> TaskState:
     if opts is None or opts.video is None:
         return state
     forced = opts.forced.get(state.source.id)
-    if forced is None and not random.Random(f"stage3:{state.seed}").random() < opts.video_share:
+    if forced is None and (not state.video_try or opts.video_share <= 0.0):
         return state
     from builder.render.video import VideoRejected, build_video
 
@@ -51,6 +53,12 @@ def video(state: TaskState, ctx: StageContext) -> TaskState:
     order = [forced] if forced else list(opts.strategies)
     if not forced and state.seed % 2:
         order.reverse()
+    from builder.semantics import with_note, without_note
+
+    # The strategies rewrite the question itself; its one note is put back after, with the
+    # video's own clause (an answer-evidence table withheld) added to it.
+    note_language = state.item.question_language
+    base = without_note(state.item.question, state.note, note_language)
     skipped: list[str] = []
     for name in order:
         try:
@@ -58,7 +66,7 @@ def video(state: TaskState, ctx: StageContext) -> TaskState:
                 state.item.sql,
                 answer,
                 taskdb.conn,
-                state.item.question,
+                base,
                 strategy=name,
                 language=language,
                 seed=state.seed,
@@ -66,8 +74,10 @@ def video(state: TaskState, ctx: StageContext) -> TaskState:
                 options=opts.video,
             )
         except VideoRejected as exc:
-            skipped.append(str(exc))
+            skipped.append(f"{name}: {str(exc).removeprefix(f'{name}: ')}")
             continue
+        clauses = state.note + ((made.evidence.note,) if made.evidence.note else ())
+        made = dataclasses.replace(made, question=with_note(made.question, clauses, note_language))
         return dataclasses.replace(state, video=made, video_wanted=True)
     if forced:
         raise BuildError(state.item.id, "video", skipped[-1] if skipped else "no strategy")

@@ -130,6 +130,7 @@ def untranslated_share(
 
 
 _PLACEHOLDER = re.compile(r"\x00|\{\w+\}|\[\w+\]")
+_ACRONYM = re.compile(r"(?<![A-Za-z])[A-Z]{2,5}(?![A-Za-z])")
 _IDENTIFIER = re.compile(r"[A-Za-z_]*\d[A-Za-z0-9_.\-/]*|[A-Za-z0-9]+_[A-Za-z0-9_]+")
 
 
@@ -153,13 +154,16 @@ def fluency_problems(question: str, language: str, protected: Sequence[str]) -> 
     """Why a question does not read as ``language`` (empty when it does).
 
     A Chinese question may keep English only inside protected terms (database values,
-    entity and schema names) and identifiers (codes with digits, snake_case names); an
-    English question may keep Chinese only inside protected terms. An internal
-    placeholder (a NUL-delimited mark, ``{slot}``, ``[slot]``) is never acceptable.
+    entity and schema names) and identifiers (codes with digits, snake_case names), and
+    must be in Chinese word order (``word_order_problems``); an English question may keep
+    Chinese only inside protected terms. An internal placeholder (a NUL-delimited mark,
+    ``{slot}``, ``[slot]``, a bracketed video slot) is never acceptable.
 
     >>> fluency_problems("患者10001今年是否被开具过“aspirin”？", "zh", ["aspirin"])
     []
-    >>> fluency_problems("多少患者left医院去年？", "zh", [])
+    >>> fluency_problems("2022年哪些月份CPI同比超过2%？", "zh", [])
+    []
+    >>> fluency_problems("去年有多少患者left医院？", "zh", [])
     ["the Chinese question keeps English words: 'left'"]
     >>> fluency_problems(chr(0) + "0" + chr(0) + "的全称是什么？", "zh", [])[0][:34]
     'the question leaks an internal pla'
@@ -173,16 +177,79 @@ def fluency_problems(question: str, language: str, protected: Sequence[str]) -> 
         text = re.sub(re.escape(term), " ", text, flags=re.I)
     if language == "zh":
         text = _IDENTIFIER.sub(" ", text)
+        text = _ACRONYM.sub(" ", text)  # GDP, CPI, ICU: written so in Chinese too
         words = re.findall(r"[A-Za-z]{2,}", text)
         if words:
             shown = ", ".join(repr(w) for w in dict.fromkeys(words))
             errors.append(f"the Chinese question keeps English words: {shown}")
+        errors += word_order_problems(question)
     elif language == "en":
+        if re.search(r"\[[^\]]*\]", question):
+            errors.append("a bracketed slot (say what the video shows in words)")
         chars = re.findall(r"[\u3400-\u9fff]+", text)
         if chars:
             shown = ", ".join(repr(w) for w in dict.fromkeys(chars))
             errors.append(f"the English question keeps Chinese words: {shown}")
     return errors
+
+
+# English syntax in Chinese words: each pattern is a calque a word-by-word rendering leaves
+# (tests/fixtures/builder/fluency_zh.json holds natural and calqued questions for them).
+_TIME_WORDS = "在|于|之后|之前|以后|以前|自从|自|从|截至|直到|到"
+_CALQUES: tuple[tuple[re.Pattern[str], str], ...] = (
+    (
+        re.compile(r"^(?:多少|几个|几位|何时|什么时候|哪里)(?!是|为|的|人次)"),
+        "a question word opens the sentence before its verb phrase "
+        "(Chinese says 有多少…／…是什么时候)",
+    ),
+    (
+        re.compile(r"(?:^|[，,；])\s*是(?:什么|多少|哪些?|谁)(?=[一-鿿])"),
+        "'是什么/是多少' stands before what it asks about (English 'what is the X of Y')",
+    ),
+    (
+        re.compile(
+            r"(?:死亡|去世|出生|住院|入院|出院|上市|成立|工作|发生|诊断|停留|居住|就诊|"
+            r"接受|收治|注册|开具)(?:于|在)(?![^，。？]*?(?:之前|之后|以前|以后|期间|时|内|中))"
+            r"[一-鿿\d]"
+        ),
+        "a place or time phrase follows its verb (Chinese puts 在…/于… before the verb)",
+    ),
+    (
+        re.compile(
+            rf"(?:{_TIME_WORDS})\s*(?<!\d)(?:1[89]|2[01])\d\d(?![\d年\-/:.])"
+            r"|[一-鿿](?<!患者|病人|编号|号码)(?:1[89]|2[01])\d\d[？?，,。]"
+        ),
+        "a bare year without 年, after its verb or preposition (English 'after 2015')",
+    ),
+    (
+        re.compile(r"[，,]\s*和(?:何时|什么|哪|多少|谁|是否|为什么|怎样|如何|他们|她们|它们)"),
+        "'，和' joins two questions (English ', and when ...')",
+    ),
+    (re.compile(r"的其(?!他|中|余|次)|其的"), "'的其/其的' (English 'of its')"),
+    (
+        re.compile(r"([一-鿿]{2,})（）"),
+        "a term is repeated in brackets after itself",
+    ),
+    (
+        re.compile(r"【[^】]*】|\[[^\]]*\]"),
+        "a bracketed slot (say what the video shows in words)",
+    ),
+    (re.compile(r"字符编码"), "an order by character code (state the order by what it sorts)"),
+)
+
+
+def word_order_problems(question: str) -> list[str]:
+    """Why a Chinese question reads as English syntax in Chinese words (empty if it does not).
+
+    >>> word_order_problems("有多少患者在2102年接受了检查？")
+    []
+    >>> word_order_problems("多少创业板公司上市之后2015？")[0][:32]
+    'a question word opens the senten'
+    >>> word_order_problems("哪些患者死亡在医院？")[0][:29]
+    'a place or time phrase follow'
+    """
+    text = question.strip()
+    return [why for pattern, why in _CALQUES if pattern.search(text)]
 
 
 __all__ = [
@@ -193,4 +260,5 @@ __all__ = [
     "protected_terms",
     "question_problems",
     "untranslated_share",
+    "word_order_problems",
 ]

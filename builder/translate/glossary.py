@@ -16,7 +16,10 @@ top. Its shape::
 
 Question translation is phrase based: quoted literals, numbers, dates and thresholds are
 kept as they are; the request's focused glossary goes first, then values and phrases,
-longest match first (whole words for English).
+longest match first (whole words for English). A Chinese question is built only through a
+whole-sentence template (the glossary's ``templates``), which gives it Chinese word order;
+a question no template covers is refused (``ReplyError``), so the item is rejected rather
+than given English syntax in Chinese words. English targets may fall back to phrases.
 """
 
 from __future__ import annotations
@@ -188,6 +191,8 @@ def translate_text(
     pairs: Mapping[str, str],
     priority: Mapping[str, str] | None = None,
     templates: Sequence[tuple[re.Pattern[str], str]] = (),
+    *,
+    template_required: bool = False,
 ) -> tuple[str, list[str], list[str]]:
     """Phrase-based translation of running text, optionally through a sentence template.
 
@@ -196,6 +201,9 @@ def translate_text(
 
     Returns:
         The translation, the priority keys used, and the words left untranslated.
+
+    Raises:
+        ReplyError: ``template_required`` and no template matches the whole text.
 
     >>> out, used, unknown = translate_text("How many funds cost over 2.5?", "en", "zh",
     ...     {"how many": "多少", "funds": "基金", "cost over": "费用超过"})
@@ -221,6 +229,12 @@ def translate_text(
                 unknown += slot_unknown
             out = _SLOT.sub(lambda s, f=filled: f.get(s.group(1), ""), target)  # type: ignore[misc]
             return out, used, unknown
+    if template_required:
+        raise ReplyError(
+            "no sentence template covers this question (the glossary translator writes "
+            f"{tgt} questions from templates only: add one to the glossary, or use the llm "
+            "translator)"
+        )
     out, unknown = _translate_marked(text, src, tgt, pairs, marks, used)
     return out, used, unknown
 
@@ -447,6 +461,7 @@ class GlossaryTranslator:
             self.glossary.phrase_pairs(src, tgt),
             priority,
             self.glossary.templates(src, tgt),
+            template_required=tgt == "zh",
         )
         return {
             "question": text,

@@ -25,7 +25,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
-from builder.documents.plan import column_label
+from builder.documents.plan import known_label
 from builder.tables import quote_ident
 from builder.video.atoms import AnswerAtom, AtomSet, PredicateAtom, display, question_span
 from dataspace.errors import Rejected
@@ -130,6 +130,8 @@ class EvidencePlan:
         answers: the answer atoms shown in the video.
         records: supporting records (answer rows, distractors, boundary examples).
         question: the rewritten question.
+        note: a clause for the question's one note (answer evidence: where the withheld
+            table's records are), or empty.
         withheld: tables removed from the workspace.
         cells: answer atom id -> (record id, column) where it is shown.
         language: ``en`` or ``zh``.
@@ -141,6 +143,7 @@ class EvidencePlan:
     answers: tuple[AnswerAtom, ...]
     records: tuple[SupportRecord, ...]
     question: str
+    note: str = ""
     withheld: tuple[str, ...] = ()
     cells: dict[str, tuple[str, str]] = field(default_factory=dict)
     language: str = "en"
@@ -158,6 +161,7 @@ class EvidencePlan:
             "atoms": [a.to_json() for a in self.atoms],
             "records": [r.to_json() for r in self.records],
             "question": self.question,
+            "note": self.note,
             "withheld": list(self.withheld),
             "cells": {k: list(v) for k, v in self.cells.items()},
         }
@@ -190,30 +194,172 @@ def _expand(question: str, span: tuple[int, int], zh: bool, operator: str) -> tu
     return a, b
 
 
-def slot_text(atom: PredicateAtom, language: str) -> str:
-    """The text that replaces an atom's span in the question.
+_QUOTES = {"“": "”", '"': '"', "'": "'", "「": "」", "‘": "’"}
+# Characters that end a Chinese noun phrase when read backwards from a literal ("在病房52").
+_ZH_BREAK = set("在于的为是和与从到过了被把对给向往将及或、，。？；：（）“”")
 
-    >>> a = PredicateAtom(atom_id="P1", table="t", column="AGE", operator=">=", value=60,
-    ...                   literal="60", span=(0, 2), display="60")
-    >>> slot_text(a, "en")
-    '[the age condition configured in the video]'
-    >>> slot_text(a, "zh")
-    '【视频中配置的“AGE”条件】'
-    """
-    label = column_label(atom.column, language)
+
+def _label(atom: PredicateAtom, language: str) -> str:
+    """The column's prose label, or "" when it has none in the question's language."""
+    label = known_label(atom.column, language) or ""
     if language == "en" and re.search(r"[\u3400-\u9fff]", label):
-        label = "value"  # a Chinese column name has no place in an English question
+        return ""  # a Chinese column name has no place in an English question
+    return re.sub(r"\s*[（(][^（）()]*[）)]", "", label)  # "CPI同比(%)" reads "CPI同比"
+
+
+def slot_text(atom: PredicateAtom, language: str) -> str:
+    """The words that stand for an atom's value when nothing around it names it.
+
+    A phrase of the question's language, never a bracketed slot or a schema name.
+
+    >>> a = PredicateAtom(atom_id="P1", table="t", column="valuenum", operator=">=",
+    ...                   value=60, literal="60", span=(0, 2), display="60")
+    >>> slot_text(a, "en"), slot_text(a, "zh")
+    ('the numeric result range shown in the video', '视频中给出的数值结果范围')
+    """
+    label = _label(atom, language)
     if language == "zh":
         if atom.operator == "year":
-            return "【视频时间窗口中的年份】"
+            return "视频中所示的那一年"
         if atom.operator == "=":
-            return f"【视频中所示的{label}】"
-        return f"【视频中配置的{label}条件】"
+            return f"视频中展示的{label or '那一项'}"
+        return f"视频中给出的{label}范围" if label else "视频中给出的范围"
     if atom.operator == "year":
-        return "[the year of the time window shown in the video]"
+        return "the year shown in the video"
     if atom.operator == "=":
-        return f"[the {label} shown in the video]"
-    return f"[the {label} condition configured in the video]"
+        return f"the {label or 'value'} shown in the video"
+    return f"the {label} range shown in the video" if label else "the range shown in the video"
+
+
+def fill_slot(question: str, span: tuple[int, int], atom: PredicateAtom, language: str) -> str:
+    """The question with an atom's value at ``span`` said as what the video shows.
+
+    The phrase fits its place: a quoted value before a noun becomes an attributive ("做过
+    视频中展示的化验"), a value after its noun takes the noun along ("在视频里出现的病房
+    住过"), a condition becomes "符合视频中给出的条件"; never a bracketed slot.
+
+    Raises:
+        StrategyRejected: a Chinese value that is a word of the sentence, not a quoted name.
+
+    >>> a = PredicateAtom(atom_id="P1", table="wards", column="WARDID", operator="=",
+    ...                   value=52, literal="52", span=(3, 5), display="52")
+    >>> fill_slot("在病房52住过的患者有多少人？", (3, 5), a, "zh")
+    '在视频里出现的病房住过的患者有多少人？'
+    >>> b = PredicateAtom(atom_id="P2", table="d_labitems", column="LABEL", operator="=",
+    ...                   value="ph", literal="ph", span=(3, 5), display="ph")
+    >>> fill_slot("做过“ph”化验的患者有多少人？", (3, 5), b, "zh")
+    '做过视频中展示的化验的患者有多少人？'
+    >>> fill_slot("how many patients had a 'ph' lab test?", (25, 27), b, "en")
+    'how many patients had a lab test shown in the video?'
+    """
+    a, b = span
+    zh = language == "zh"
+    quoted = a > 0 and b < len(question) and question[a - 1] in _QUOTES
+    if atom.operator == "=" and quoted and question[b] == _QUOTES[question[a - 1]]:
+        a, b = a - 1, b + 1
+    before, after = question[:a], question[b:]
+    if atom.operator == "year":
+        return before + slot_text(atom, language) + after
+    if zh:
+        if atom.operator == "=":
+            if re.search(r"[\u3400-\u9fff]", atom.literal) and question[a] not in _QUOTES:
+                # A value said as a word of the sentence ("于医院死亡") has no place a phrase
+                # about the video could take without changing what the sentence says.
+                raise StrategyRejected(
+                    f"the value {atom.display!r} is a word of the question, not a quoted name"
+                )
+            noun = ""
+            for ch in reversed(before):
+                if ch in _ZH_BREAK or not re.match(r"[\u3400-\u9fff]", ch):
+                    break
+                noun = ch + noun
+            if noun:
+                return before[: len(before) - len(noun)] + "视频里出现的" + noun + after
+            if after[:1] and re.match(r"[\u3400-\u9fff]", after[0]) and after[0] not in _ZH_BREAK:
+                return before + "视频中展示的" + after
+            return before + slot_text(atom, language) + after
+        label = _label(atom, language)
+        if label and before.endswith(label):
+            return before + "符合视频中给出的条件" + after
+        return (
+            before + (f"{label}符合视频中给出的条件" if label else "符合视频中给出的条件") + after
+        )
+    return _fill_en(before, after, atom)
+
+
+_EN_FUNCTION = frozenset(
+    [
+        "in",
+        "on",
+        "at",
+        "of",
+        "to",
+        "from",
+        "by",
+        "with",
+        "for",
+        "the",
+        "a",
+        "an",
+        "is",
+        "was",
+        "are",
+        "were",
+        "has",
+        "have",
+        "had",
+        "did",
+        "does",
+        "do",
+        "and",
+        "or",
+        "than",
+        "between",
+        "during",
+        "since",
+        "after",
+        "before",
+        "into",
+        "per",
+        "as",
+    ]
+)
+
+
+def _fill_en(before: str, after: str, atom: PredicateAtom) -> str:
+    """The English rewrite of ``before + value + after`` (see ``fill_slot``)."""
+    words = re.findall(r"[A-Za-z]+", before[-40:])
+    prev = words[-1] if words else ""
+    label = _label(atom, "en")
+    if atom.operator == "=":
+        m = re.match(
+            r"\s*((?:[a-z]+\s){0,2}?[a-z]+?)(?=\s*(?:[?.,;]|$|\s(?:for|of|in|on|at|"
+            r"with|and|or|that|which|who|to|during|since|after|before)\b))",
+            after,
+            re.I,
+        )
+        if m and prev.lower() in ("a", "an", "the"):
+            noun = m.group(1)  # "had a 'ph' lab test" -> "had a lab test shown in the video"
+            return before.rstrip() + " " + noun + " shown in the video" + after[m.end() :]
+        if prev and prev.lower() not in _EN_FUNCTION and before.rstrip().endswith(prev):
+            # "of patient 30037" -> "of the patient shown in the video"
+            head = before.rstrip()[: -len(prev)]
+            return f"{head}the {prev} shown in the video{after}"
+        if label:
+            return f"{before}the {label} shown in the video{after}"
+        raise StrategyRejected(
+            f"no words name what the video shows for {atom.display!r} in this question"
+        )
+    # A condition: "aged 60 or older" -> "aged within the range shown in the video".
+    if re.match(r"\s*(?:to|and|-)\b|\s*[A-Za-z]", after) and not re.match(
+        r"\s*(?:for|of|in|on|at|with|during|since|who|which|that|among)\b", after
+    ):
+        raise StrategyRejected(
+            f"the condition on {atom.display!r} runs on into the rest of the sentence"
+        )
+    if prev.lower() in ("of", "at", "by", "is", "was"):
+        before = before.rstrip()[: -len(prev)].rstrip() + " "
+    return before + "within the range shown in the video" + after
 
 
 def leaks(question: str, atom: PredicateAtom | AnswerAtom) -> bool:
@@ -356,7 +502,7 @@ def predicate_abstraction(
             break
     rewritten = question
     for atom, span in sorted(zip(chosen, spans, strict=True), key=lambda x: -x[1][0]):
-        rewritten = rewritten[: span[0]] + slot_text(atom, q_lang) + rewritten[span[1] :]
+        rewritten = fill_slot(rewritten, span, atom, q_lang)
     for atom in chosen:
         if leaks(rewritten, atom):
             raise StrategyRejected(f"the rewritten question still states {atom.display!r}")
@@ -550,28 +696,28 @@ def answer_evidence(
         q_zh = (question_language or language) == "zh"
         # The table is named only when its name is in the question's language.
         named = bool(re.search(r"[\u3400-\u9fff]", table)) == q_zh
-        note = (
-            (
-                f"（所需的{table}记录见视频简报，工作区中没有该表。）"
+        if q_zh:
+            note = (
+                f"所需的{table}记录在视频里，工作区中没有这张表"
                 if named
-                else "（所需的记录见视频简报，工作区中没有这张表。）"
+                else "所需的记录在视频里，工作区中没有这张表"
             )
-            if q_zh
-            else (
-                f" (The {table} records this needs are shown in the video briefing; that "
-                "table is not in the workspace.)"
+        else:
+            note = (
+                f"the {table} records this needs are shown in the video, and that table is "
+                "not in the workspace"
                 if named
-                else " (The records this needs are shown in the video briefing; their table "
-                "is not in the workspace.)"
+                else "the records this needs are shown in the video, and their table is not "
+                "in the workspace"
             )
-        )
         return EvidencePlan(
             strategy="answer_evidence",
             table=table,
             predicates=(),
             answers=atoms.answers,
             records=tuple(records),
-            question=question.rstrip() + note,
+            question=question,
+            note=note,
             withheld=(table,),
             cells=cells,
             language=language,
@@ -589,6 +735,7 @@ __all__ = [
     "StrategyRejected",
     "SupportRecord",
     "answer_evidence",
+    "fill_slot",
     "leaks",
     "predicate_abstraction",
     "run_restricted",

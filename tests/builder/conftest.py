@@ -67,6 +67,7 @@ def plain_spec(**fields):
         sources=(SourceSpec(kind="bundled", path="clinical"),),
         languages=LanguagePlan(database="source", question="source"),
         task_db="copy",
+        stage3=None,
     )
     return dataclasses.replace(base, **fields)
 

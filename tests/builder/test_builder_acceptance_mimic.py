@@ -76,9 +76,10 @@ def test_mimic_items_build_into_tasks_a_careful_solver_accepts(mimic_demo, tmp_p
         focused = ledger["transform"]["question"]["focused_glossary"]
         protected = [e["target"] for e in focused] + re.findall(r"'([^']*)'", sql)
         assert fluency_problems(q, "zh", protected) == [], q
+        assert "【" not in q and "（以" not in q and "（排名" not in q, q
         assert ledger["transform"]["question"]["method"] == "template", q
         if f"'{NOW}'" in sql:
-            assert NOW in q, q
+            assert "以2105年12月31日23:59为当前时间" in q, q
             stated_now += 1
         n = rank_limit(sql)
         if n is not None and rel.metadata(t)["answer_rows"] > n:

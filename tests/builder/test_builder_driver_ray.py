@@ -105,6 +105,7 @@ def test_parallel_build_over_ray_is_resumable_and_reports_every_rejection(tmp_pa
         seed=7,
         languages=LanguagePlan(cross_language_share=0.7),
         sampling=SamplingPolicy(budget=60),
+        stage3=None,
     )
     dest = tmp_path / "out" / "release"
     report = build_release(spec, dest, workers=2, cache_dir=tmp_path / "cache")
@@ -177,6 +178,7 @@ def mimic_release(tmp_path_factory, mimic_demo):
             ),
         ),
         seed=0,
+        stage3=None,
     )
     report = build_release(spec, base / "release", workers=0, cache_dir=base / "cache")
     return base, report

@@ -288,7 +288,8 @@ def make_items(tables: Sequence[Table]) -> list[Item]:
             "admissions.discharge_location = 'dead/expired' and "
             "strftime('%y',admissions.dischtime) = '2103'",
             {},
-            "which patients died in the hospital [time_filter_global1]?",
+            "which patients died in the hospital [time_filter_global1], and when were they "
+            "discharged?",
         ),
         (
             "How many hospital admissions were there for each insurance type?",
@@ -311,14 +312,15 @@ def make_items(tables: Sequence[Table]) -> list[Item]:
             "d_labitems on labevents.itemid = d_labitems.itemid group by d_labitems.label having "
             "avg(labevents.valuenum) > 100",
             {"threshold": 100},
-            "which lab tests have an average value above {threshold}?",
+            "which lab tests have an average value above {threshold}, and what is the average "
+            "rounded to one decimal?",
         ),
         (
             "How many icu stays started in each care unit, from most to fewest?",
             "select icustays.first_careunit, count(*) from icustays group by "
             "icustays.first_careunit order by count(*) desc, icustays.first_careunit asc",
             {},
-            "count the icu stays by first care unit.",
+            "how many icu stays started in each care unit, from most to fewest?",
         ),
         (
             f"What was the first care unit of patient {p_icu} on the last finished icu stay?",

@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from builder.semantics import rank_limit, tie_sentence
+from builder.semantics import note, rank_limit, tie_clause
 from builder.transform.question import fluency_problems
 from builder.translate.templates import TemplateMiss, load_templates, render_question
 
@@ -67,8 +67,9 @@ def test_a_phrase_the_sql_does_not_determine_is_a_miss_not_a_guess():
 
 
 def test_the_tie_rule_is_stated_in_the_question_language():
-    assert "并列" in tie_sentence(3, "zh") and "3" in tie_sentence(3, "zh")
-    assert tie_sentence(1, "en").startswith("(Ties share a rank")
+    assert "并列" in tie_clause(3, "zh") and "3" in tie_clause(3, "zh")
+    assert "不跳号" in tie_clause(3, "zh") and "跳过" in tie_clause(3, "zh", dense=False)
+    assert note([tie_clause(1, "en")], "en").startswith("Rows that tie share a rank")
 
 
 def test_every_template_of_the_valid_split_renders_fluent_chinese(mimic_demo):

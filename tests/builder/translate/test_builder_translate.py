@@ -229,8 +229,18 @@ def test_glossary_is_deterministic_and_lists_unknown_terms():
     assert tr.supports_judge is False
 
 
-def test_glossary_question_keeps_numbers_dates_and_entities():
-    tr = get_translator("glossary")
+def test_glossary_question_keeps_numbers_dates_and_entities(tmp_path):
+    """A Chinese question comes from a sentence template (here a layered glossary's); its
+    slot keeps every number, date and focused entity."""
+    extra = tmp_path / "templates.json"
+    extra.write_text(
+        json.dumps(
+            {"templates": [{"en": "how many patients {who}?", "zh": "有多少患者{who}？"}]},
+            ensure_ascii=False,
+        ),
+        encoding="utf-8",
+    )
+    tr = get_translator("glossary", glossary=[extra])
     req = TranslationRequest(
         kind="question",
         source_language="en",
@@ -242,6 +252,7 @@ def test_glossary_question_keeps_numbers_dates_and_entities():
         },
     )
     out = tr.complete(req)
+    assert out["question"].startswith("有多少患者")
     for kept in ("60", "5.5", "2104-03-01", "钾"):
         assert kept in out["question"]
     assert out["used_mapping_ids"] == ["v0"]
