@@ -15,6 +15,11 @@ network at all, so in-sandbox harnesses reach it through the sandbox file bridge
 Streaming requests (``"stream": true``) are answered as server-sent events synthesized from
 one non-streamed upstream reply (one content chunk, one usage chunk, ``[DONE]``), so usage
 is always reported and metered.
+
+Outages: ``unreachable`` names the endpoint when the last forwarded call ran out of its
+retries without the endpoint ever answering (the client's ``endpoint_unreachable``), and
+``unreachable_error`` says how; any later answer clears it. A harness adapter marks its
+attempt ``endpoint_unreachable`` from it when the attempt ended because of it.
 """
 
 from __future__ import annotations
@@ -36,6 +41,7 @@ from pathlib import Path
 from typing import Any
 
 from dataspace.errors import InfrastructureError
+from dataspace.runs.status import ENDPOINT_UNREACHABLE
 
 logger = logging.getLogger(__name__)
 
@@ -86,6 +92,8 @@ class Relay:
         self.refused_for_budget = 0
         self.errors: list[str] = []
         self.infra_errors: list[str] = []
+        self.unreachable: str | None = None  # endpoint the last call could not reach
+        self.unreachable_error: str | None = None
         self.deadline_hits = 0
         self._lock = threading.Lock()
         self._closed = False
@@ -159,14 +167,18 @@ class Relay:
         except ModelDeadlineError as exc:
             self.errors.append(str(exc))
             self.deadline_hits += 1
+            self._mark(None)
             return _error(504, f"wall-clock budget exhausted: {exc}", "deadline")
         except ModelRequestError as exc:
             self.errors.append(str(exc))
+            self._mark(str(exc) if exc.unreachable else None)
             return _error(exc.status or 400, str(exc), "upstream_refused")
         except InfrastructureError as exc:
             self.errors.append(str(exc))
             self.infra_errors.append(str(exc))
+            self._mark(str(exc) if exc.code == ENDPOINT_UNREACHABLE else None)
             return _error(502, f"model endpoint unavailable: {exc}", "upstream_unavailable")
+        self._mark(None)
         if not stream:
             return RelayResponse(
                 status=200,
@@ -178,6 +190,17 @@ class Relay:
             body=sse_from_completion(payload),
             headers={"Content-Type": "text/event-stream", "Cache-Control": "no-cache"},
         )
+
+    def _mark(self, error: str | None) -> None:
+        """Record how the last call ended.
+
+        ``error`` when its retries ran out without the endpoint ever answering (refused,
+        reset, DNS, TLS, a timeout before any byte), else None: any answer clears the mark,
+        so only an outage that ends the run counts.
+        """
+        with self._lock:
+            self.unreachable = (self.client.model.base_url or "default") if error else None
+            self.unreachable_error = error
 
     # ---- HTTP fronts --------------------------------------------------------------------
     def serve_tcp(self, host: str = "127.0.0.1", port: int = 0) -> str:
