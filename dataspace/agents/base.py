@@ -18,11 +18,8 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Literal, Protocol, runtime_checkable
 
-from dataspace.agents.protocol import DEFAULT_PROTOCOL, ProtocolProfile, get_profile
-from dataspace.errors import ConfigError, InfrastructureError
 from dataspace.limits import Limits
 from dataspace.release import TaskInput
-from dataspace.runs.status import ENDPOINT_UNREACHABLE
 from dataspace.sandbox.base import Sandbox
 
 EndState = Literal[
@@ -145,39 +142,6 @@ class AgentResult:
     endpoint_unreachable: bool = False
 
 
-def end_on_outage(harness: str, error: str, protocol: object) -> str:
-    """The error of an attempt that a model-endpoint outage ended (relayed harnesses).
-
-    The same rule as the metered client's: under a profile whose failed model requests end
-    the attempt (``sdk_default_retries``: official) the outcome stays ``runtime_error`` and
-    the caller marks its result ``endpoint_unreachable`` with the returned error; otherwise
-    (extended) the outage is an infrastructure fault with code ``endpoint_unreachable``.
-
-    Args:
-        harness: the harness's name (the error's prefix).
-        error: the relay's ``unreachable_error``.
-        protocol: the attempt's ``protocol`` setting (a name, a profile or None).
-
-    Raises:
-        InfrastructureError: code ``endpoint_unreachable``, unless the profile says
-            exhausted model retries are the agent's outcome.
-
-    >>> end_on_outage("codex", "model endpoint x unreachable: refused", "official")
-    'codex: model endpoint x unreachable: refused'
-    """
-    message = f"{harness}: {error}"[:500]
-    if isinstance(protocol, ProtocolProfile):
-        rules = protocol
-    else:
-        try:
-            rules = get_profile(DEFAULT_PROTOCOL if protocol is None else str(protocol))
-        except ValueError as exc:
-            raise ConfigError(f"{harness}: {exc}") from None
-    if not rules.sdk_default_retries:
-        raise InfrastructureError(message, code=ENDPOINT_UNREACHABLE)
-    return message
-
-
 UsageSink = Callable[[Usage], None]
 """Called with an attempt's running usage after each model call completes, so that what a
 try spent is persisted before it ends (an attempt killed mid-way is still counted)."""
@@ -270,5 +234,4 @@ __all__ = [
     "SandboxNeeds",
     "Usage",
     "UsageSink",
-    "end_on_outage",
 ]

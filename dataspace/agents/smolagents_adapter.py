@@ -43,7 +43,7 @@ from typing import Any
 
 from dataspace.agents._react_tools import check_prediction, read_prediction_csv
 from dataspace.agents._smol_bridge import SandboxBridge
-from dataspace.agents.base import AgentContext, AgentResult, SandboxNeeds, end_on_outage
+from dataspace.agents.base import AgentContext, AgentResult, SandboxNeeds
 from dataspace.errors import ConfigError, InfrastructureError, SandboxError
 from dataspace.sandbox.base import OUTPUT_DIR
 
@@ -187,7 +187,7 @@ class SmolagentsAgent:
             MeteredClient,
             RetryPolicy,
         )
-        from dataspace.llm.relay import Relay
+        from dataspace.llm.relay import Relay, end_on_outage
 
         t0 = time.monotonic()
         merged = {**self._defaults, **dict(ctx.settings)}

@@ -58,7 +58,7 @@ from dataspace.agents._react_tools import (
     read_prediction_csv,
     stat_in_sandbox,
 )
-from dataspace.agents.base import AgentContext, AgentResult, SandboxNeeds, end_on_outage
+from dataspace.agents.base import AgentContext, AgentResult, SandboxNeeds
 from dataspace.agents.native.install import (
     DEFAULT_ROOT,
     PINS,
@@ -253,6 +253,7 @@ class NativeHarness:
     def run(self, ctx: AgentContext) -> AgentResult:
         """Run the CLI on one task to an end state."""
         from dataspace.agents.smolagents_adapter import relation_prompt
+        from dataspace.llm.relay import end_on_outage
         from dataspace.llm.wire_relay import WireRelay
 
         t0 = time.monotonic()
