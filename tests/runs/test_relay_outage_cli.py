@@ -33,8 +33,7 @@ pytestmark = [
 ]
 
 LOOK = (
-    "Thought: look at the data\n<code>\nimport os\nprint(sorted(os.listdir('/workspace')))\n"
-    "</code>"
+    "Thought: look at the data\n<code>\nimport os\nprint(sorted(os.listdir('/workspace')))\n</code>"
 )
 DONE = "Thought: nothing to add\n<code>\nfinal_answer('done')\n</code>"
 
