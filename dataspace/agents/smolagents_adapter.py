@@ -13,7 +13,10 @@ both smolagents' ``max_steps`` and the calls the relay accepts, and ``command_ti
 caps each code action. End states: ``submitted`` when a valid ``prediction.csv`` exists
 after the run, ``wall_time_exhausted``, ``model_turns_exhausted`` (max steps or the relay's
 call budget), ``stopped`` (the harness ended without a valid prediction; the error says
-which), ``runtime_error`` (the harness crashed). Tool actions are smolagents' code actions.
+which), ``runtime_error`` (the harness crashed). Tool actions are smolagents' code actions. When
+the relay's last call ran out of retries without reaching the endpoint and that ended the
+run, the attempt is an outage: marked ``endpoint_unreachable`` under the official profile
+(its end state kept), an infrastructure fault with that code under the extended one.
 
 Settings: ``max_output_tokens`` (32768), ``extra_body``, ``default_headers``,
 ``request_timeout`` (600 s), ``retry`` (``RetryPolicy`` fields), ``python`` (the
@@ -184,7 +187,7 @@ class SmolagentsAgent:
             MeteredClient,
             RetryPolicy,
         )
-        from dataspace.llm.relay import Relay
+        from dataspace.llm.relay import Relay, end_on_outage
 
         t0 = time.monotonic()
         merged = {**self._defaults, **dict(ctx.settings)}
@@ -337,7 +340,15 @@ class SmolagentsAgent:
             error = None
         elif error is None and problem and status != "stopped":
             error = problem
-        if relay.infra_errors and status not in ("submitted", "wall_time_exhausted"):
+        # an outage ended it when the last call found no endpoint and nothing else did
+        unreachable = bool(
+            relay.unreachable
+            and not killed
+            and status not in ("submitted", "wall_time_exhausted", "model_turns_exhausted")
+        )
+        if unreachable:  # the end state stays the harness's own (the official outcome)
+            error = end_on_outage(self.name, str(relay.unreachable_error), merged.get("protocol"))
+        elif relay.infra_errors and status not in ("submitted", "wall_time_exhausted"):
             raise InfrastructureError(
                 f"smolagents: {relay.infra_errors[-1]}", code="model_endpoint"
             )
@@ -372,6 +383,7 @@ class SmolagentsAgent:
             usage=usage,
             error=error,
             working_seconds=working,
+            endpoint_unreachable=unreachable,
         )
 
     # ---- helpers ----------------------------------------------------------------------

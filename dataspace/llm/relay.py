@@ -15,6 +15,11 @@ network at all, so in-sandbox harnesses reach it through the sandbox file bridge
 Streaming requests (``"stream": true``) are answered as server-sent events synthesized from
 one non-streamed upstream reply (one content chunk, one usage chunk, ``[DONE]``), so usage
 is always reported and metered.
+
+Outages: ``unreachable`` names the endpoint when the last forwarded call ran out of its
+retries without the endpoint ever answering (the client's ``endpoint_unreachable``), and
+``unreachable_error`` says how; any later answer clears it. A harness adapter marks its
+attempt ``endpoint_unreachable`` from it when the attempt ended because of it.
 """
 
 from __future__ import annotations
@@ -35,7 +40,9 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
-from dataspace.errors import InfrastructureError
+from dataspace.agents.protocol import DEFAULT_PROTOCOL, ProtocolProfile, get_profile
+from dataspace.errors import ConfigError, InfrastructureError
+from dataspace.runs.status import ENDPOINT_UNREACHABLE
 
 logger = logging.getLogger(__name__)
 
@@ -86,6 +93,8 @@ class Relay:
         self.refused_for_budget = 0
         self.errors: list[str] = []
         self.infra_errors: list[str] = []
+        self.unreachable: str | None = None  # endpoint the last call could not reach
+        self.unreachable_error: str | None = None
         self.deadline_hits = 0
         self._lock = threading.Lock()
         self._closed = False
@@ -159,14 +168,18 @@ class Relay:
         except ModelDeadlineError as exc:
             self.errors.append(str(exc))
             self.deadline_hits += 1
+            self._mark(None)
             return _error(504, f"wall-clock budget exhausted: {exc}", "deadline")
         except ModelRequestError as exc:
             self.errors.append(str(exc))
+            self._mark(str(exc) if exc.unreachable else None)
             return _error(exc.status or 400, str(exc), "upstream_refused")
         except InfrastructureError as exc:
             self.errors.append(str(exc))
             self.infra_errors.append(str(exc))
+            self._mark(str(exc) if exc.code == ENDPOINT_UNREACHABLE else None)
             return _error(502, f"model endpoint unavailable: {exc}", "upstream_unavailable")
+        self._mark(None)
         if not stream:
             return RelayResponse(
                 status=200,
@@ -178,6 +191,17 @@ class Relay:
             body=sse_from_completion(payload),
             headers={"Content-Type": "text/event-stream", "Cache-Control": "no-cache"},
         )
+
+    def _mark(self, error: str | None) -> None:
+        """Record how the last call ended.
+
+        ``error`` when its retries ran out without the endpoint ever answering (refused,
+        reset, DNS, TLS, a timeout before any byte), else None: any answer clears the mark,
+        so only an outage that ends the run counts.
+        """
+        with self._lock:
+            self.unreachable = (self.client.model.base_url or "default") if error else None
+            self.unreachable_error = error
 
     # ---- HTTP fronts --------------------------------------------------------------------
     def serve_tcp(self, host: str = "127.0.0.1", port: int = 0) -> str:
@@ -233,6 +257,39 @@ class Relay:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+def end_on_outage(harness: str, error: str, protocol: object) -> str:
+    """The error of an attempt that a model-endpoint outage ended (relayed harnesses).
+
+    The same rule as the metered client's: under a profile whose failed model requests end
+    the attempt (``sdk_default_retries``: official) the outcome stays ``runtime_error`` and
+    the caller marks its result ``endpoint_unreachable`` with the returned error; otherwise
+    (extended) the outage is an infrastructure fault with code ``endpoint_unreachable``.
+
+    Args:
+        harness: the harness's name (the error's prefix).
+        error: the relay's ``unreachable_error``.
+        protocol: the attempt's ``protocol`` setting (a name, a profile or None).
+
+    Raises:
+        InfrastructureError: code ``endpoint_unreachable``, unless the profile says
+            exhausted model retries are the agent's outcome.
+
+    >>> end_on_outage("codex", "model endpoint x unreachable: refused", "official")
+    'codex: model endpoint x unreachable: refused'
+    """
+    message = f"{harness}: {error}"[:500]
+    if isinstance(protocol, ProtocolProfile):
+        rules = protocol
+    else:
+        try:
+            rules = get_profile(DEFAULT_PROTOCOL if protocol is None else str(protocol))
+        except ValueError as exc:
+            raise ConfigError(f"{harness}: {exc}") from None
+    if not rules.sdk_default_retries:
+        raise InfrastructureError(message, code=ENDPOINT_UNREACHABLE)
+    return message
 
 
 def sse_from_completion(payload: Mapping[str, Any]) -> bytes:
@@ -309,4 +366,4 @@ def _handler_for(relay: Relay) -> type[BaseHTTPRequestHandler]:
     return Handler
 
 
-__all__ = ["Relay", "RelayResponse", "sse_from_completion"]
+__all__ = ["Relay", "RelayResponse", "end_on_outage", "sse_from_completion"]

@@ -32,6 +32,12 @@ loopback forwarder inside its own network namespace); ``serve_tcp`` listens on a
 of the controller (on Kubernetes: a port of the controller pod in the range the
 NetworkPolicies open to native-harness sandbox pods alone, where the one-attempt token is
 what keeps every other pod out).
+
+Outages: the relay does not retry (the harness does, on its own). ``unreachable`` names the
+endpoint when the last upstream request got no HTTP answer at all (refused, reset, DNS,
+TLS, a timeout before any byte), and ``unreachable_error`` says how; any later answer
+clears it. When the harness ended on such a failure its retries ran out on it: the adapter
+marks the attempt ``endpoint_unreachable`` (see ``outage``).
 """
 
 from __future__ import annotations
@@ -58,6 +64,7 @@ from urllib.parse import urlsplit, urlunsplit
 from dataspace.agents.base import EventLog, Usage
 from dataspace.errors import InfrastructureError
 from dataspace.llm.usage import Prices, TokenCounts, cost_usd
+from dataspace.runs.status import ENDPOINT_UNREACHABLE
 
 logger = logging.getLogger(__name__)
 
@@ -330,6 +337,8 @@ class WireRelay:
         self.reply_models: set[str] = set()
         self.finishes: list[str | None] = []
         self.infra_errors: list[str] = []
+        self.unreachable: str | None = None  # the endpoint the last request could not reach
+        self.unreachable_error: str | None = None
         self.deadline_hits = 0
         self._lock = threading.Lock()
         self._closed = False
@@ -455,9 +464,13 @@ class WireRelay:
                 response = exc
             except (urllib.error.URLError, OSError) as exc:
                 msg = f"model endpoint {urlsplit(url).netloc} unreachable: {exc}"
-                self.infra_errors.append(msg)
+                with self._lock:
+                    self.infra_errors.append(msg)
+                    self.unreachable, self.unreachable_error = self.upstream_base, msg
                 answer(*self._refusal(502, msg, "upstream_unavailable"))
                 return
+            with self._lock:
+                self.unreachable = self.unreachable_error = None
             status = int(response.status)
             ctype = response.headers.get("Content-Type", "application/json")
             keep = {
@@ -610,7 +623,8 @@ class WireRelay:
     def check_infra(self) -> None:
         """Raise ``InfrastructureError`` when every call failed to reach the endpoint."""
         if self.infra_errors and self.calls == 0:
-            raise InfrastructureError(self.infra_errors[-1], code="model_endpoint")
+            code = ENDPOINT_UNREACHABLE if self.unreachable else "model_endpoint"
+            raise InfrastructureError(self.infra_errors[-1], code=code)
 
     def __enter__(self) -> WireRelay:
         return self

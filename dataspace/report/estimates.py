@@ -41,6 +41,19 @@ def _row(run: str, agent: str, measure: str, q: Mapping[str, Any], actual: float
     }
 
 
+def _is_estimate(plan: object) -> bool:
+    """Whether a ``plan.json`` holds an estimate.
+
+    The controller's order of the pending attempts is written under the same name on every
+    invocation and holds none: reading it as one failed every ``dataspace run`` at its end.
+
+    >>> _is_estimate({"order": "longest_first", "attempts": []})
+    False
+    """
+    keys = ("wall_seconds", *(k for k, _, _ in MEASURES))
+    return isinstance(plan, dict) and all(k in plan for k in keys)
+
+
 def estimate_vs_actual(runs: Sequence[tuple[Any, Mapping[str, Any]]], df: Any) -> Any:
     """Rows of estimate and actual for every run that recorded a plan.
 
@@ -55,6 +68,8 @@ def estimate_vs_actual(runs: Sequence[tuple[Any, Mapping[str, Any]]], df: Any) -
         try:
             plan = json.loads(source.store.get_bytes(source.key("plan.json")))
         except (DataSpaceError, OSError, ValueError):
+            continue
+        if not _is_estimate(plan):
             continue
         run_id = str(plan.get("run_id") or "")
         mine = df[df["run_id"] == run_id] if not df.empty else df
@@ -100,6 +115,8 @@ def basis_lines(runs: Sequence[Any]) -> list[str]:
         try:
             plan = json.loads(source.store.get_bytes(source.key("plan.json")))
         except (DataSpaceError, OSError, ValueError):
+            continue
+        if not _is_estimate(plan):
             continue
         for a in plan.get("agents") or []:
             out.append(f"{plan.get('run_id')} {a['agent']}: from {a['source']}: {a['basis']}")

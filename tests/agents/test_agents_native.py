@@ -13,10 +13,12 @@ prints what it found; the probe's output comes back through the harness's own tr
 from __future__ import annotations
 
 import json
+import socket
 import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 import pytest
@@ -227,3 +229,26 @@ def test_cancel_stops_the_cli_and_ends_stopped(local_backend, tmp_path):
     assert result.end_state == "stopped" and time.monotonic() - t0 < 100
     out = next(e for e in events if e["type"] == "harness_output")
     assert out["signal"] in ("SIGTERM", "SIGKILL") and out["timed_out"] is False
+
+
+def test_codex_against_a_dead_endpoint_is_marked_endpoint_unreachable(local_backend, tmp_path):
+    """Guards relayed outages of the native CLIs: Codex retrying into an endpoint where
+    nothing listens ended with code ``model_endpoint`` and no mark; under the official
+    profile it keeps its own end state and is marked ``endpoint_unreachable``, the error
+    naming the endpoint.
+    """
+    _installed("codex")
+    with socket.socket() as dead:  # bound, never listening: connections are refused
+        dead.bind(("127.0.0.1", 0))
+        upstream = SimpleNamespace(url=f"http://127.0.0.1:{dead.getsockname()[1]}/v1")
+        result, events = _run_direct(
+            "codex", local_backend, tmp_path, upstream, wall=120, settings={"protocol": "official"}
+        )
+    assert result.endpoint_unreachable, result
+    assert result.end_state == "runtime_error", result  # Codex exits non-zero: its own end
+    netloc = upstream.url.removeprefix("http://").removesuffix("/v1")
+    assert result.error is not None and result.error.startswith("codex: "), result.error
+    assert f"model endpoint {netloc} unreachable" in result.error, result.error
+    assert result.usage.model_calls == 0
+    end = next(e for e in events if e["type"] == "agent_end")
+    assert end["end_state"] == result.end_state and end["error"] == result.error

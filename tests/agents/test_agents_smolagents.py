@@ -2,11 +2,15 @@
 
 from __future__ import annotations
 
+import threading
+import time
+
 import pytest
 from agents_helpers import CITIES, SECRET, run_agent, workspace
 
 from dataspace.agents import AgentLimits
 from dataspace.agents.smolagents_adapter import count_actions, install_problem, relation_prompt
+from dataspace.errors import InfrastructureError
 
 pytestmark = [pytest.mark.sandbox, pytest.mark.llm]
 
@@ -140,3 +144,59 @@ def test_smolagents_prediction_linked_inside_output_is_its_target(local_backend,
     run = run_agent(local_backend, ws, tmp_path / "again", server, harness="smolagents")
     assert run.result.end_state != "submitted"
     assert "path escapes the permitted workspace/output roots" in (run.result.error or "")
+
+
+def _run_into_an_outage(local_backend, server, tmp_path, protocol: str):
+    """smolagents' first call answered, its second held until the server is killed."""
+    server.set_script(
+        "task_1", [{"content": LOOK}, {"faults": [{"wait": "outage"}], "content": WRITE}]
+    )
+
+    def kill_when_held() -> None:
+        deadline = time.monotonic() + 120
+        while not server.served("task_1", 1) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        server.kill()
+
+    killer = threading.Thread(target=kill_when_held, daemon=True)
+    killer.start()
+    try:
+        return run_agent(
+            local_backend,
+            workspace(tmp_path, {"cities.csv": CITIES}),
+            tmp_path,
+            server,
+            harness="smolagents",
+            settings={
+                "protocol": protocol,
+                "retry": {"initial_backoff": 0.01, "max_backoff": 0.05, "max_connect_retries": 2},
+            },
+        )
+    finally:
+        killer.join(timeout=130)
+
+
+def test_smolagents_outage_is_marked_endpoint_unreachable(local_backend, server, tmp_path):
+    """Guards relayed outages (official profile): a killed endpoint ended smolagents with
+    code ``model_endpoint`` and no mark; now the attempt keeps its outcome and is marked
+    ``endpoint_unreachable``, its error naming the endpoint.
+    """
+    url = server.url
+    run = _run_into_an_outage(local_backend, server, tmp_path, "official")
+    r = run.result
+    assert r.endpoint_unreachable, r
+    assert r.end_state == "runtime_error", r  # smolagents' own end: its model call failed
+    assert r.error is not None and r.error.startswith("smolagents: "), r.error
+    assert url in r.error and "cannot be reached" in r.error, r.error
+    assert r.usage.model_calls == 1  # the answered call is paid
+
+
+def test_smolagents_outage_is_infrastructure_under_extended(local_backend, server, tmp_path):
+    """Guards relayed outages (extended profile): an infrastructure fault with code
+    ``endpoint_unreachable`` (it was ``model_endpoint``), so the controller marks the row.
+    """
+    url = server.url
+    with pytest.raises(InfrastructureError) as err:
+        _run_into_an_outage(local_backend, server, tmp_path, "extended")
+    assert err.value.code == "endpoint_unreachable"
+    assert url in str(err.value)

@@ -26,7 +26,11 @@ official ``NativeCliRunner`` does around the CLI, plus the relay:
   (``model_output_exhausted``, ``context_window_exhausted``, ``runtime_error``) or
   ``runtime_error``; a clean exit -> the single-backbone validator (``runtime_error`` when
   the trace shows another model, or the relay refused one), then ``no_prediction``,
-  ``invalid_prediction`` or ``submitted`` from ``/output/prediction.csv``.
+  ``invalid_prediction`` or ``submitted`` from ``/output/prediction.csv``. When the CLI
+  ended (not submitted, not out of time, not cancelled) after the relay's last request
+  found no endpoint (refused, reset, DNS, TLS, no byte before the timeout), its retries ran
+  out on an outage: marked ``endpoint_unreachable`` under the official profile (the end
+  state kept), an infrastructure fault with that code under the extended one.
 - **Trace.** ``agent_start`` records the generated configuration files, the command, the
   environment's names and the harness's sandbox policy; the relay records every model call
   with the raw stream; ``harness_output`` keeps the CLI's own stdout (its JSON event
@@ -249,6 +253,7 @@ class NativeHarness:
     def run(self, ctx: AgentContext) -> AgentResult:
         """Run the CLI on one task to an end state."""
         from dataspace.agents.smolagents_adapter import relation_prompt
+        from dataspace.llm.relay import end_on_outage
         from dataspace.llm.wire_relay import WireRelay
 
         t0 = time.monotonic()
@@ -398,7 +403,18 @@ class NativeHarness:
                     self._live.remove(sb)
             relay.close()
         end_state, error = self._end_state(outcome, relay, model.id, sb)
-        if relay.infra_errors and end_state not in ("submitted", "wall_time_exhausted", "stopped"):
+        ended = end_state not in ("submitted", "wall_time_exhausted", "stopped")
+        # an outage ended it when the CLI gave up on a request that found no endpoint
+        unreachable = bool(ended and relay.unreachable)
+        if unreachable:  # the end state stays the CLI's own (the official outcome)
+            try:
+                error = end_on_outage(
+                    self.name, str(relay.unreachable_error), merged.get("protocol")
+                )
+            except InfrastructureError:
+                self._cleanup(sb)
+                raise
+        elif relay.infra_errors and ended:
             self._cleanup(sb)
             raise InfrastructureError(
                 f"{self.name}: {relay.infra_errors[-1]}", code="model_endpoint"
@@ -437,6 +453,7 @@ class NativeHarness:
             usage=usage,
             error=error,
             working_seconds=working,
+            endpoint_unreachable=unreachable,
         )
 
     # ---- helpers ----------------------------------------------------------------------------
