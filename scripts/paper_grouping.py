@@ -9,7 +9,7 @@ the 278 others each backbone solves its remaining count (272 - 56 for Grok 4.5, 
 tasks chosen by a shared latent ease plus per-backbone noise (seeded), so that the
 backbones agree on easy and hard tasks as real ones do; every middle task is then solved
 by at least one and at most five backbones. The report's own statistics
-(``dataspace.report.stats``: exact McNemar per pair, Holm across the 15 pairs, a compact
+(``dataspace.stats``: exact McNemar per pair, Holm across the 15 pairs, a compact
 letter display) then give the grouping.
 
     python scripts/paper_grouping.py [--seed N] [--level 0.95]
@@ -25,7 +25,7 @@ import sys
 
 import numpy as np
 
-from dataspace.report import stats
+from dataspace import stats
 from dataspace.runs.plan import PAPER_BACKBONES, PAPER_TASKS
 
 SOLVED_BY_ALL = 56

@@ -38,8 +38,8 @@ from dataspace.report.load import (
     task_metadata,
 )
 from dataspace.report.render import ReportData, render_html, render_markdown
-from dataspace.report.stats import DEFAULT_LEVEL, check_level
 from dataspace.report.tracepages import TRACE_MODES, start_trace_pages, trace_mode
+from dataspace.stats import DEFAULT_LEVEL, check_level
 
 logger = logging.getLogger(__name__)
 

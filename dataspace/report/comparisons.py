@@ -1,6 +1,6 @@
 """The report's intervals, pairwise comparisons, groups and per-task agreement.
 
-Adds to the tables of ``dataspace.report.tables`` what ``dataspace.report.stats`` computes:
+Adds to the tables of ``dataspace.report.tables`` what ``dataspace.stats`` computes:
 
 - ``accuracy``: ``accuracy_low_pct``/``accuracy_high_pct`` (Wilson) and ``group`` (letters:
   agents sharing one are not told apart by the Holm-adjusted exact McNemar tests).
@@ -19,7 +19,7 @@ import logging
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from dataspace.report import stats
+from dataspace import stats
 from dataspace.report.tables import NO_OUTCOME
 
 logger = logging.getLogger(__name__)

@@ -9,7 +9,7 @@ model id and endpoint, settings, limits, runtime, attempt number).
 Plan order: pending attempts start longest first, by the expected duration of each agent's
 attempts (``dataspace.runs.expected``: earlier runs of the same model in the store, else the
 paper's figures); the order and its reasons are shown as a preflight line and written to
-``plan.json`` on every invocation.
+``order.json`` on every invocation.
 
 Order: the spec is checked against the recorded one (read only), then preflight runs
 (``dataspace.runs.preflight``) when attempts are pending; only then is the spec recorded
@@ -625,7 +625,7 @@ def _record_spec(store: Any, layout: RunLayout, spec: RunSpec, identity: dict[st
 def _record_order(
     store: Any, layout: RunLayout, pending: list[PlannedAttempt], expected: Mapping[str, Expected]
 ) -> None:
-    """``plan.json``: this invocation's order of the pending attempts and why (rewritten)."""
+    """``order.json``: this invocation's order of the pending attempts and why (rewritten)."""
     doc = {
         "schema_version": "1.0",
         "order": ORDER_LONGEST_FIRST,
@@ -633,7 +633,7 @@ def _record_order(
         "attempts": [f"{p.agent}/{p.task_id}/{p.attempt}" for p in pending],
         "written_at": time.time(),
     }
-    store.put_bytes(layout.key("plan.json"), json.dumps(doc, indent=1).encode())
+    store.put_bytes(layout.key("order.json"), json.dumps(doc, indent=1).encode())
 
 
 def _load_state(
@@ -1229,7 +1229,7 @@ def summarize(
             "stopped": (stopped_agents or {}).get(a.name),
         }
     agent_of = {r["key"]: r["agent"] for r in rows}
-    from dataspace.report.stats import DEFAULT_LEVEL
+    from dataspace.stats import DEFAULT_LEVEL
 
     return {
         "schema_version": "1.1",
@@ -1256,7 +1256,7 @@ def summarize(
 
 def _intervals(rows: Sequence[Mapping[str, Any]], passed: int, scored: int) -> dict[str, Any]:
     """An agent's accuracy (Wilson) and per-attempt means (bootstrap over tasks) with bounds."""
-    from dataspace.report.stats import cluster_mean, wilson
+    from dataspace.stats import cluster_mean, wilson
 
     acc = wilson(passed, scored)
     out: dict[str, Any] = {"accuracy_interval": None if scored == 0 else [acc.low, acc.high]}

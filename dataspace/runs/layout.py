@@ -3,7 +3,8 @@
 ::
 
     runs/<run_id>/spec.json
-    runs/<run_id>/plan.json          (the order of the pending attempts, each invocation)
+    runs/<run_id>/order.json         (the order of the pending attempts, each invocation)
+    runs/<run_id>/plan.json          (the estimate, recorded at the first start: runs.plan)
     runs/<run_id>/attempts/<agent>/<task>/<n>/{events.jsonl, run.json,
                                                output/prediction.csv, result.json}
     runs/<run_id>/attempts/<agent>/<task>/<n>/infra/try_<k>.json   (retried faults)

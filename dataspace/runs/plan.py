@@ -23,7 +23,7 @@ showed (their wall time minus the same quotient); without history the overhead i
 unknown and only the high end allows ``PAPER_STARTUP_SECONDS`` for it.
 
 With earlier runs of two or more of the spec's agents, the plan also says how many tasks
-x attempts it takes to tell each pair apart (``dataspace.report.stats.attempts_needed``).
+x attempts it takes to tell each pair apart (``dataspace.stats.attempts_needed``).
 The attempts to estimate come from ``dataspace.runs.controller.pending_attempts``.
 The run records its estimate (``plan.json``) when it starts, and the report shows it
 beside what the run actually used.
@@ -609,7 +609,7 @@ def _task_outcomes(rows: Any) -> dict[str, list[bool]]:
 def _sample_sizes(
     outcomes: Mapping[str, Mapping[str, Sequence[bool]]], level: float, difference: float | None
 ) -> list[dict[str, Any]]:
-    from dataspace.report.stats import POWER, attempts_needed
+    from dataspace.stats import POWER, attempts_needed
 
     names = list(outcomes)
     out = []

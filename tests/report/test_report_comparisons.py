@@ -11,7 +11,7 @@ import pandas as pd
 import pytest
 import yaml
 
-from dataspace.report import stats
+from dataspace import stats
 from dataspace.runs.controller import summarize
 from dataspace.runs.spec import load_spec
 from dataspace.store import open_store

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 from scipy.stats import binomtest
 
-from dataspace.report import stats
+from dataspace import stats
 
 RUNS = 1000
 

@@ -333,14 +333,13 @@ def test_a_link_to_one_task_opens_it_after_login(review, tmp_path: Path) -> None
     review.svc.assign_balanced(per_task=2, reviewers=["ana", "ben"])
     browser = report_browser.Browser(exe, allow_hosts=("127.0.0.1",))
     try:
-        page = browser.new_page()
-        page.goto(review.url + "/#task_2")
-        page.eval(HELPERS)
-        page.wait_for("T.visible('#login-form')")
-        page.eval(f"T.set('#login-name', {json.dumps('ana')})")
-        page.eval(f"T.set('#login-password', {json.dumps(PASSWORD)})")
-        page.eval("T.click('#login-submit')")
-        page.wait_for("document.body.dataset.ready === '1'")
-        assert page.eval("document.body.dataset.task") == "task_2"
+        ana = Person(browser.new_page(), review.url, PASSWORD, tmp_path)
+        ana.goto(review.url + "/#task_2")
+        ana.wait("document.body.dataset.ready === 'login'")
+        ana.fill("#login-name", "ana")
+        ana.fill("#login-password", PASSWORD)
+        ana.click("#login-submit")
+        ana.wait("document.body.dataset.ready === '1'")
+        ana.wait("document.body.dataset.task === 'task_2'")
     finally:
         browser.close()

@@ -3,7 +3,7 @@
 The store holds an earlier run (its ``results.parquet``) of two of the backbones; the other
 one is known from the paper's figures only. The new run lists its agents shortest first; it
 must start them longest first, print how the order was chosen as a preflight line, and
-write the order to ``runs/<id>/plan.json``.
+write the order to ``runs/<id>/order.json``.
 """
 
 from __future__ import annotations
@@ -93,7 +93,7 @@ def test_attempts_start_longest_first_from_history_then_paper_capped_at_the_wall
         "first: gold-slow/task_1/1, gold-slow/task_2/1, kimi/task_1/1"
     ), line
 
-    plan = json.loads((store / "runs/r1/plan.json").read_text())
+    plan = json.loads((store / "runs/r1/order.json").read_text())
     assert plan["order"] == "longest-first"
     assert plan["attempts"] == [
         f"{agent}/task_{t}/1" for agent in ("gold-slow", "kimi", "gpt", "gold-fast") for t in (1, 2)
@@ -119,7 +119,7 @@ def test_without_any_figure_the_spec_order_is_kept_and_said(tmp_path, ray_dir):
         "models in the store, no paper figures); first: gold-b/task_1/1, gold-b/task_2/1, "
         "gold-a/task_1/1"
     ) in p.stdout, p.stdout
-    plan = json.loads((store / "runs/r1/plan.json").read_text())
+    plan = json.loads((store / "runs/r1/order.json").read_text())
     assert plan["attempts"] == [
         "gold-b/task_1/1",
         "gold-b/task_2/1",
