@@ -166,6 +166,23 @@ def bootstrap_mean(
     return cluster_mean(values, [1.0] * len(values), level, seed=seed, resamples=resamples)
 
 
+def pass_at_k(n: int, c: int, k: int) -> float:
+    """Unbiased pass@k for a task with ``n`` attempts of which ``c`` passed.
+
+    >>> round(pass_at_k(3, 1, 1), 4)
+    0.3333
+    >>> pass_at_k(3, 1, 3)
+    1.0
+    >>> pass_at_k(3, 0, 2)
+    0.0
+    """
+    if k > n:
+        raise ValueError(f"k={k} exceeds the {n} attempts")
+    if n - c < k:
+        return 1.0
+    return 1.0 - math.comb(n - c, k) / math.comb(n, k)
+
+
 def pass_hat_k(n: int, c: int, k: int) -> float:
     """Unbiased pass^k (all of k attempts pass) for a task with ``c`` of ``n`` passed.
 
@@ -189,8 +206,6 @@ def pass_k_interval(
 
     Returns the interval and how many tasks it is over.
     """
-    from dataspace.report.tables import pass_at_k
-
     fn = pass_hat_k if every else pass_at_k
     vals = [fn(int(n), int(c), k) for n, c in per_task if n >= k]
     return bootstrap_mean(vals, level, seed=seed), len(vals)
@@ -406,9 +421,9 @@ def groups_of(pairs: Any, labels: Sequence[str]) -> dict[str, str]:
 
 def scored_outcomes(df: Any) -> dict[str, dict[str, list[bool]]]:
     """Label -> task -> outcomes ordered by attempt number, over scored attempts only."""
-    from dataspace.report.tables import NOT_SCHEDULED
+    from dataspace.runs.status import AttemptStatus
 
-    d = df[df["passed"].notna() & (df["status"] != NOT_SCHEDULED)]
+    d = df[df["passed"].notna() & (df["status"] != AttemptStatus.NOT_SCHEDULED.value)]
     d = d.sort_values(["label", "task_id", "attempt"], kind="stable")
     out: dict[str, dict[str, list[bool]]] = {}
     for lab, task, passed in zip(d["label"], d["task_id"], d["passed"], strict=True):
@@ -504,6 +519,7 @@ __all__ = [
     "mcnemar_exact",
     "paired_outcome",
     "pairwise",
+    "pass_at_k",
     "pass_hat_k",
     "pass_k_interval",
     "scored_outcomes",

@@ -25,6 +25,7 @@ from typing import Any, NamedTuple
 
 from dataspace.report.characteristics import CHARACTERISTICS, Grouping
 from dataspace.runs.status import AttemptStatus
+from dataspace.stats import pass_at_k
 
 logger = logging.getLogger(__name__)
 
@@ -45,23 +46,6 @@ def percent(num: float, den: float) -> float | None:
     True
     """
     return None if not den else 100.0 * num / den
-
-
-def pass_at_k(n: int, c: int, k: int) -> float:
-    """Unbiased pass@k for a task with ``n`` attempts of which ``c`` passed.
-
-    >>> round(pass_at_k(3, 1, 1), 4)
-    0.3333
-    >>> pass_at_k(3, 1, 3)
-    1.0
-    >>> pass_at_k(3, 0, 2)
-    0.0
-    """
-    if k > n:
-        raise ValueError(f"k={k} exceeds the {n} attempts")
-    if n - c < k:
-        return 1.0
-    return 1.0 - math.comb(n - c, k) / math.comb(n, k)
 
 
 def pareto_front(points: Sequence[tuple[str, float | None, float | None]]) -> list[str]:
