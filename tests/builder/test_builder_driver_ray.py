@@ -70,9 +70,12 @@ def _bad_items(tmp_path: Path, clinical_db: Path) -> Path:
         },
         {
             "id": "empty",
-            "question": "Which patients are listed?",
+            "question": "What is the gender of patient -1?",
             "db_id": "mimic_mini",
-            "sql": "select subject_id from patients where subject_id = -1",
+            "sql": "select gender from patients where subject_id = -1",
+            # a template-covered question: a Chinese workspace gets it, so sampling sees it
+            "q_tag": "what is the gender of patient {patient_id}?",
+            "value": {"patient_id": "-1"},
         },
     ]
     path = tmp_path / "bad.jsonl"
@@ -111,7 +114,17 @@ def test_parallel_build_over_ray_is_resumable_and_reports_every_rejection(tmp_pa
     report = build_release(spec, dest, workers=2, cache_dir=tmp_path / "cache")
     release = Release(dest)
     release.check(require_gold=True)
-    assert len(release.task_ids()) == len(report.accepted) >= 32
+    assert len(release.task_ids()) == len(report.accepted)
+    # every one of the 36 good items is a task, or its Chinese question was declined (the
+    # offline translator writes them from templates only; the fluency gate), with that reason
+    declined = [r for r in report.rejected if r.corpus in ("finance", "clinical")]
+    assert all(
+        ("templates only" in r.reason and r.stage == "transform")
+        or ("Chinese question" in r.reason and r.stage == "fluency")
+        for r in declined
+    ), [(r.id, r.stage, r.reason) for r in declined]
+    good = [a for a in report.accepted if a.corpus in ("finance", "clinical")]
+    assert len(good) + len(declined) == 36 and len(good) >= 24, (len(good), report.rejected)
     reasons = {r.id: (r.stage, r.reason) for r in report.rejected}
     assert reasons["does-not-parse"][0] == "load"
     assert reasons["no-such-column"] == ("transform", "sql unknown column 'patients.shoe_size'")
