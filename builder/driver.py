@@ -28,11 +28,12 @@ from pathlib import Path
 from typing import Any
 
 from builder.cache import ItemCache, code_version, item_key
+from builder.errors import BuildError
 from builder.report import REPORT_NAME, AcceptedItem, BuildReport, nothing_built
 from builder.sources.base import Rejection, SourceItem, one_line
 from builder.spec import BuildSpec, SourceSpec, load_items
 from builder.stages import STAGES, StageContext, initial_state, run_stages
-from dataspace.errors import BuildError, ConfigError, InfrastructureError
+from dataspace.errors import ConfigError, InfrastructureError
 
 logger = logging.getLogger(__name__)
 

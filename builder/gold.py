@@ -17,9 +17,9 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from builder.errors import Rejected
 from builder.render.csv_renderer import write_csv
 from builder.tables import Row
-from dataspace.errors import Rejected
 
 logger = logging.getLogger(__name__)
 

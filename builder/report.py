@@ -138,7 +138,7 @@ def nothing_built(report: Any, dest: Path, rejected: int) -> Exception:
 
     Raised inside the release writer, the error also removes the partial (empty) release.
     """
-    from dataspace.errors import BuildError
+    from builder.errors import BuildError
 
     report.write(dest.parent / REPORT_NAME)
     return BuildError(

@@ -16,9 +16,9 @@ from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Any
 
+from builder.errors import SourceError
 from builder.render.sqlite_renderer import serialize
 from builder.sources.base import SourceItem, open_database
-from dataspace.errors import SourceError
 from dataspace.registry import Registry
 
 logger = logging.getLogger(__name__)

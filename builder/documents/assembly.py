@@ -2,10 +2,10 @@
 
 ``render_document`` is the whole document branch for one table. Every block is written by
 a ``DocumentWriter`` and checked by ``validate_section``; a rejected section goes back to the
-writer with the errors, up to ``max_attempts`` times, after which the document is rejected
-(``DocumentRejected``, a one-line reason). The assembled Markdown is read back cell by cell
-(``check_coverage``); a PDF, when asked for, is rendered with pymupdf and its re-extracted
-text must pass the same coverage check.
+writer with the errors (``dataspace.ask``), up to ``max_attempts`` times, after which the
+document is rejected (``DocumentRejected``, a one-line reason). The assembled Markdown is
+read back cell by cell (``check_coverage``); a PDF, when asked for, is rendered with pymupdf
+and its re-extracted text must pass the same coverage check.
 """
 
 from __future__ import annotations
@@ -35,12 +35,11 @@ from builder.documents.writers import (
     DocumentWriter,
     SectionReply,
     SectionRequest,
-    WriterReplyError,
-    format_feedback,
     get_writer,
 )
+from builder.errors import Rejected
 from builder.tables import TableData
-from dataspace.errors import Rejected
+from dataspace.ask import Rejection, ask
 
 logger = logging.getLogger(__name__)
 
@@ -198,40 +197,31 @@ def _write_block(
     max_attempts: int,
     domains: dict[str, frozenset[str]],
 ) -> tuple[SectionReply, BlockRecord]:
-    history: list[tuple[str, str]] = []
-    rejected: list[str] = []
-    errors: list[str] = []
-    for attempt in range(1, max_attempts + 1):
-        request = SectionRequest(plan=plan, block=block, attempt=attempt, history=tuple(history))
-        try:
-            reply = writer.write(request)
-        except WriterReplyError as exc:
-            errors = [str(exc.args[0])]
-            raw = str(exc.args[1]) if len(exc.args) > 1 else ""
-        else:
-            errors = validate_section(
-                block,
-                reply.section,
-                reply.alignments,
-                null_policy=plan.null_policy,
-                domains=domains,
-            )
-            raw = reply.raw or reply.section
-            if not errors:
-                return reply, BlockRecord(
-                    block_id=block.block_id, attempts=attempt, rejected=tuple(rejected)
-                )
-        logger.info(
-            "block %s of %s rejected (attempt %d): %s",
-            block.block_id,
-            plan.table,
-            attempt,
-            errors[0],
+
+    def attempt(history: tuple[Rejection, ...]) -> tuple[SectionReply, str]:
+        request = SectionRequest(plan=plan, block=block, attempt=len(history) + 1, history=history)
+        reply = writer.write(request)
+        return reply, reply.raw or reply.section
+
+    def check(reply: SectionReply) -> list[str]:
+        return validate_section(
+            block, reply.section, reply.alignments, null_policy=plan.null_policy, domains=domains
         )
-        rejected.append(errors[0])
-        history.append((raw, format_feedback(errors)))
-    raise DocumentRejected(
-        f"table {plan.table!r} block {block.block_id}: {errors[0]} (rejected {max_attempts} times)"
+
+    asked = ask(
+        attempt,
+        check,
+        max_attempts=max_attempts,
+        what=f"block {block.block_id} of {plan.table}",
+    )
+    if asked.value is None:
+        raise DocumentRejected(
+            f"table {plan.table!r} block {block.block_id}: {asked.errors[0]} "
+            f"(rejected {max_attempts} times)"
+        )
+    rejected = tuple(r.errors[0] for r in asked.rejections)
+    return asked.value, BlockRecord(
+        block_id=block.block_id, attempts=asked.attempts, rejected=rejected
     )
 
 

@@ -3,7 +3,7 @@
 A writer turns one block into one section of prose plus a cell-to-span alignment (which
 exact text expresses which cell). Every reply, from any provider, goes through the same
 validators; a rejected reply comes back to the writer with the errors (``SectionRequest.
-history``) for a bounded number of attempts.
+history``) for a bounded number of attempts (the loop of ``dataspace.ask``).
 
 Providers: ``template`` (offline, deterministic, ``builder.documents.templates``) and
 ``llm`` (an OpenAI-compatible chat model through ``dataspace.llm.MeteredClient``; the
@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import json
 import logging
-import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
@@ -22,7 +21,8 @@ from typing import Any, Protocol
 from builder.documents.blocks import Block
 from builder.documents.plan import GENRES, DocumentPlan
 from builder.documents.validators import Alignment
-from dataspace.errors import ConfigError
+from dataspace.ask import Rejection, extract_json, retry_messages
+from dataspace.errors import ConfigError, ReplyError
 from dataspace.registry import Registry
 
 logger = logging.getLogger(__name__)
@@ -36,13 +36,13 @@ class SectionRequest:
         plan: the document plan (genre, language, null policy, styles).
         block: the block to express.
         attempt: 1 for the first try, then 2, 3 ...
-        history: (raw reply, validator feedback) of every rejected earlier attempt.
+        history: every rejected earlier attempt (its raw reply and the validator's errors).
     """
 
     plan: DocumentPlan
     block: Block
     attempt: int = 1
-    history: tuple[tuple[str, str], ...] = ()
+    history: tuple[Rejection, ...] = ()
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -61,10 +61,6 @@ class SectionReply:
     usage: Mapping[str, Any] = field(default_factory=dict)
 
 
-class WriterReplyError(ValueError):
-    """A writer reply that is not the requested JSON shape."""
-
-
 class DocumentWriter(Protocol):
     """Writes one section from one block.
 
@@ -78,7 +74,7 @@ class DocumentWriter(Protocol):
         """Write the section.
 
         Raises:
-            WriterReplyError: the reply cannot be parsed (counted as a failed attempt).
+            ReplyError: the reply cannot be parsed (counted as a failed attempt).
         """
         ...
 
@@ -171,19 +167,12 @@ def parse_reply(text: str) -> tuple[str, tuple[Alignment, ...]]:
     ...             '"surface": "1"}]}\n```')
     ('x 1', (Alignment(cell_id='r0.a', surface='1'),))
     """
-    body = text.strip()
-    fence = re.match(r"^```(?:json)?\s*(.*?)\s*```$", body, re.S)
-    if fence:
-        body = fence.group(1)
-    try:
-        obj = json.loads(body)
-    except json.JSONDecodeError as exc:
-        raise WriterReplyError(f"the reply is not JSON ({exc.msg} at char {exc.pos})") from None
-    if not isinstance(obj, dict) or not isinstance(obj.get("section"), str):
-        raise WriterReplyError('the reply must be an object with a string "section"')
+    obj = extract_json(text)
+    if not isinstance(obj.get("section"), str):
+        raise ReplyError('the reply must be an object with a string "section"')
     raw = obj.get("alignments")
     if not isinstance(raw, list):
-        raise WriterReplyError('the reply must have an "alignments" list')
+        raise ReplyError('the reply must have an "alignments" list')
     out = []
     for item in raw:
         if not (
@@ -191,7 +180,7 @@ def parse_reply(text: str) -> tuple[str, tuple[Alignment, ...]]:
             and isinstance(item.get("cell_id"), str)
             and isinstance(item.get("surface"), str | int | float)
         ):
-            raise WriterReplyError('each alignment needs a string "cell_id" and "surface"')
+            raise ReplyError('each alignment needs a string "cell_id" and "surface"')
         out.append(Alignment(cell_id=item["cell_id"], surface=str(item["surface"])))
     return obj["section"], tuple(out)
 
@@ -228,7 +217,7 @@ class LlmWriter:
             )
         self.client = client
 
-    def messages(self, request: SectionRequest) -> list[dict[str, str]]:
+    def messages(self, request: SectionRequest) -> list[dict[str, Any]]:
         """The conversation for a request (rejected attempts and their feedback included)."""
         language = "Chinese" if request.plan.language == "zh" else "English"
         genre = GENRES.get(request.plan.genre, {}).get("en", request.plan.genre)
@@ -236,17 +225,7 @@ class LlmWriter:
             {"role": "system", "content": SYSTEM_PROMPT.format(genre=genre, language=language)},
             {"role": "user", "content": block_prompt(request)},
         ]
-        for raw, feedback in request.history:
-            msgs.append({"role": "assistant", "content": raw})
-            msgs.append(
-                {
-                    "role": "user",
-                    "content": "The section was rejected:\n"
-                    + feedback
-                    + "\nReturn the corrected JSON.",
-                }
-            )
-        return msgs
+        return retry_messages(msgs, request.history, _feedback)
 
     def write(self, request: SectionRequest) -> SectionReply:
         """Ask the model for one section and parse its JSON."""
@@ -254,9 +233,13 @@ class LlmWriter:
         raw = str(getattr(reply, "content", "") or "")
         try:
             section, alignments = parse_reply(raw)
-        except WriterReplyError as exc:
-            raise WriterReplyError(str(exc), raw) from None
+        except ReplyError as exc:
+            raise ReplyError(str(exc), raw=raw) from None
         return SectionReply(section=section, alignments=alignments, raw=raw)
+
+
+def _feedback(errors: Sequence[str]) -> str:
+    return "The section was rejected:\n" + format_feedback(errors) + "\nReturn the corrected JSON."
 
 
 def format_feedback(errors: Sequence[str], limit: int = 30) -> str:
@@ -277,7 +260,6 @@ __all__ = [
     "LlmWriter",
     "SectionReply",
     "SectionRequest",
-    "WriterReplyError",
     "block_prompt",
     "format_feedback",
     "get_writer",

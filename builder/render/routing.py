@@ -29,10 +29,10 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from builder.documents.assembly import DocumentArtifacts, DocumentOptions
+from builder.errors import Rejected
 from builder.render.base import Renderer, get_renderer, safe_stem
 from builder.render.sqlite_renderer import SHARED
 from builder.tables import TableData, compare_rows, quote_ident
-from dataspace.errors import Rejected
 
 logger = logging.getLogger(__name__)
 

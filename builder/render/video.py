@@ -21,6 +21,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from builder.errors import Rejected
 from builder.video.atoms import AtomSet, extract_atoms
 from builder.video.frames import TextItem
 from builder.video.storyboard import (
@@ -37,7 +38,6 @@ from builder.video.strategies import (
     leaks,
     predicate_abstraction,
 )
-from dataspace.errors import Rejected
 
 logger = logging.getLogger(__name__)
 
@@ -252,8 +252,9 @@ def build_video(
     Raises:
         VideoRejected: the strategy does not fit, no valid storyboard, or a check failed.
     """
+    from builder.errors import EncodingError
     from builder.video.checks import check_video
-    from builder.video.encoding import EncodingError, encode
+    from builder.video.encoding import encode
     from builder.video.frames import BG, draw_scene
     from builder.video.narration import Clip, Narration, synthesize, track
 

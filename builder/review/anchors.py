@@ -21,8 +21,8 @@ import re
 import sqlite3
 from typing import Any
 
+from builder.errors import ReviewError
 from builder.review.workspace import VersionFiles
-from dataspace.errors import ReviewError
 
 logger = logging.getLogger(__name__)
 

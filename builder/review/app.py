@@ -22,9 +22,10 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
+from builder.errors import ReviewError
 from builder.review.service import SESSION_HOURS, ReviewService, User
 from builder.review.taxonomy import modality_of, vocabulary
-from dataspace.errors import DataSpaceError, ReviewError
+from dataspace.errors import DataSpaceError
 
 logger = logging.getLogger(__name__)
 

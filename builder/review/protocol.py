@@ -36,6 +36,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from builder.errors import ReviewError
 from builder.review.taxonomy import (
     FINAL_STATES,
     MIN_REVIEWERS,
@@ -44,7 +45,6 @@ from builder.review.taxonomy import (
     TaskState,
     Verdict,
 )
-from dataspace.errors import ReviewError
 
 logger = logging.getLogger(__name__)
 

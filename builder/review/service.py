@@ -33,6 +33,7 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
+from builder.errors import ReviewError
 from builder.review.adjudication import (
     config_fields,
     contradiction,
@@ -61,7 +62,7 @@ from builder.review.taxonomy import (
     modality_of,
 )
 from builder.review.workspace import VersionFiles, clean_path, sha256
-from dataspace.errors import ConfigError, ReviewError
+from dataspace.errors import ConfigError
 
 logger = logging.getLogger(__name__)
 

@@ -25,8 +25,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from builder.errors import ReviewError
 from builder.review.taxonomy import modality_of
-from dataspace.errors import ReviewError
 
 logger = logging.getLogger(__name__)
 
@@ -43,7 +43,7 @@ def clean_path(path: object) -> str:
     >>> clean_path("../ledger/task_1/ledger.json")
     Traceback (most recent call last):
     ...
-    dataspace.errors.ReviewError: '../ledger/task_1/ledger.json': workspace paths are relative ...
+    builder.errors.ReviewError: '../ledger/task_1/ledger.json': workspace paths are relative ...
     """
     if not isinstance(path, str) or not path:
         raise ReviewError("a workspace path is required")

@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from builder.errors import BuildError, SourceError
 from builder.sampling.materialize import (
     file_sha256,
     foreign_key_report,
@@ -37,7 +38,6 @@ from builder.sampling.sampler import (
 )
 from builder.transform.gates import Execution, execute, nondeterminism
 from builder.transform.schema import read_schema
-from dataspace.errors import BuildError, SourceError
 
 logger = logging.getLogger(__name__)
 

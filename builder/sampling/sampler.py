@@ -27,6 +27,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from builder.errors import Rejected
 from builder.sampling.policy import SamplingPolicy
 from builder.sampling.safeguards import (
     PredicateBinding,
@@ -36,7 +37,6 @@ from builder.sampling.safeguards import (
     predicate_sql,
 )
 from builder.transform.schema import ForeignKey, Schema, quote_ident
-from dataspace.errors import Rejected
 
 logger = logging.getLogger(__name__)
 

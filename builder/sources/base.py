@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from builder.dialect import DialectOptions, normalize_sql
-from dataspace.errors import SourceError
+from builder.errors import SourceError
 from dataspace.registry import Registry
 
 logger = logging.getLogger(__name__)

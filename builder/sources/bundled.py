@@ -22,10 +22,11 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from builder.dialect import DialectOptions
+from builder.errors import SourceError
 from builder.sources.base import LoadedSource, register_loader
 from builder.sources.bull import load_bull
 from builder.sources.ehrsql import load_ehrsql
-from dataspace.errors import ConfigError, SourceError
+from dataspace.errors import ConfigError
 
 logger = logging.getLogger(__name__)
 

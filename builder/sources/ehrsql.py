@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from builder.dialect import DialectOptions
+from builder.errors import SourceError
 from builder.sources.base import (
     LoadedSource,
     Rejection,
@@ -30,7 +31,6 @@ from builder.sources.base import (
     register_loader,
     require_str,
 )
-from dataspace.errors import SourceError
 
 logger = logging.getLogger(__name__)
 

@@ -64,7 +64,7 @@ def run_stages(state: TaskState, ctx: StageContext, stages: Sequence[Stage] = ST
         BuildError: a stage rejected the item (the item id is attached when the stage
             did not know it).
     """
-    from dataspace.errors import BuildError
+    from builder.errors import BuildError
 
     try:
         for stage in stages:

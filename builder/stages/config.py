@@ -9,8 +9,8 @@ from __future__ import annotations
 import dataclasses
 import logging
 
+from builder.errors import BuildError
 from builder.stages.state import StageContext, TaskState, need
-from dataspace.errors import BuildError
 
 logger = logging.getLogger(__name__)
 

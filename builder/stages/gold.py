@@ -14,10 +14,10 @@ import dataclasses
 import logging
 from typing import Any
 
+from builder.errors import BuildError
 from builder.gold import GoldAnswer, GoldRejected, execute_gold
 from builder.sources.base import one_line
 from builder.stages.state import StageContext, TaskState, need
-from dataspace.errors import BuildError
 
 logger = logging.getLogger(__name__)
 

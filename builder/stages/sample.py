@@ -10,8 +10,8 @@ from __future__ import annotations
 import dataclasses
 import logging
 
+from builder.errors import BuildError, SourceError
 from builder.stages.state import OpenTaskDb, StageContext, TaskState
-from dataspace.errors import BuildError, SourceError
 
 logger = logging.getLogger(__name__)
 

@@ -17,8 +17,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
+from builder.errors import Rejected
 from builder.sources.base import SourceItem
-from dataspace.errors import Rejected
 
 if TYPE_CHECKING:
     from builder.gold import GoldAnswer

@@ -17,9 +17,9 @@ import dataclasses
 import logging
 from collections.abc import Sequence
 
+from builder.errors import BuildError
 from builder.stages.state import StageContext, TaskState, need
 from builder.tables import TableData
-from dataspace.errors import BuildError
 
 logger = logging.getLogger(__name__)
 

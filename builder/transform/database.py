@@ -23,6 +23,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from builder.errors import Rejected
 from builder.transform.mapping import (
     ColumnMapping,
     ReplacementMap,
@@ -41,7 +42,6 @@ from builder.translate.base import (
     items_validator,
     targets_by_id,
 )
-from dataspace.errors import Rejected
 
 logger = logging.getLogger(__name__)
 

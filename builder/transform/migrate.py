@@ -30,10 +30,10 @@ from pathlib import Path
 from typing import Any
 
 from builder.dialect import Token, tokenize
+from builder.errors import Rejected
 from builder.transform.mapping import ReplacementMap
 from builder.transform.schema import Schema, Table, quote_ident, read_schema
 from builder.transform.sqlrewrite import rewrite_sql
-from dataspace.errors import Rejected
 
 logger = logging.getLogger(__name__)
 

@@ -13,7 +13,7 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from dataspace.errors import SourceError
+from builder.errors import SourceError
 
 logger = logging.getLogger(__name__)
 

@@ -29,6 +29,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from builder.errors import BuildError, SourceError
 from builder.transform.database import (
     DatabaseTranslationError,
     UnitOptions,
@@ -60,7 +61,6 @@ from builder.translate.base import (
     items_validator,
     targets_by_id,
 )
-from dataspace.errors import BuildError, SourceError
 
 logger = logging.getLogger(__name__)
 

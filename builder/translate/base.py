@@ -17,7 +17,7 @@ judge      source_question, translated_question, source_sql,          {status, i
 
 A provider may add ``unknown`` (terms it could not translate and left unchanged) to a reply.
 ``ask`` validates each reply with the caller's deterministic validator and, on errors, asks
-again with the errors as feedback, a bounded number of times.
+again with the errors as feedback, a bounded number of times (the loop of ``dataspace.ask``).
 """
 
 from __future__ import annotations
@@ -27,7 +27,9 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any, Protocol, runtime_checkable
 
-from dataspace.errors import ConfigError, Rejected
+from builder.errors import Rejected
+from dataspace import ask as asking
+from dataspace.errors import ConfigError, ReplyError
 from dataspace.registry import Registry
 
 logger = logging.getLogger(__name__)
@@ -52,10 +54,6 @@ class TranslationRequest:
     target_language: str
     payload: Mapping[str, Any]
     feedback: tuple[str, ...] = ()
-
-
-class ReplyError(Exception):
-    """A reply that is not even well-formed JSON of the right shape (counts as an attempt)."""
 
 
 class TranslationError(Rejected):
@@ -118,26 +116,28 @@ def ask(
     Raises:
         TranslationError: the last reply still had errors after ``max_attempts``.
     """
-    history: list[tuple[str, ...]] = []
-    req = request
-    errors: list[str] = []
-    for attempt in range(1, max_attempts + 1):
-        try:
-            reply = translator.complete(req)
-            errors = validate(reply) if isinstance(reply, dict) else ["reply is not an object"]
-        except ReplyError as exc:
-            reply, errors = {}, [str(exc)]
-        if not errors:
-            return Answer(reply=reply, attempts=attempt, history=tuple(history))
-        history.append(tuple(errors))
-        logger.debug(
-            "%s reply %d for %s rejected: %s", translator.name, attempt, request.kind, errors[:3]
+
+    def attempt(rejections: tuple[asking.Rejection, ...]) -> tuple[dict[str, Any], str]:
+        req = replace(request, feedback=rejections[-1].errors[:20]) if rejections else request
+        return translator.complete(req), ""
+
+    def check(reply: dict[str, Any]) -> list[str]:
+        return validate(reply) if isinstance(reply, dict) else ["reply is not an object"]
+
+    asked = asking.ask(
+        attempt, check, max_attempts=max_attempts, what=f"{translator.name} {request.kind}"
+    )
+    if asked.value is None:
+        errors = asked.errors
+        raise TranslationError(
+            f"{translator.name}: no valid {request.kind} reply after {max_attempts} attempts "
+            f"({errors[0] if errors else 'unknown error'})",
+            errors,
         )
-        req = replace(request, feedback=tuple(errors[:20]))
-    raise TranslationError(
-        f"{translator.name}: no valid {request.kind} reply after {max_attempts} attempts "
-        f"({errors[0] if errors else 'unknown error'})",
-        errors,
+    return Answer(
+        reply=asked.value,
+        attempts=asked.attempts,
+        history=tuple(r.errors for r in asked.rejections),
     )
 
 

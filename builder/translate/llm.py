@@ -1,48 +1,26 @@
 """The ``llm`` translator: an OpenAI-compatible chat endpoint through the ``openai`` package.
 
-Deterministic decoding (temperature 0), JSON replies (fences tolerated), and a bounded
-number of transport retries inside the client. Replies that are not JSON objects raise
-``ReplyError`` so that ``ask`` retries with the error as feedback; the content checks are
-the caller's validators. The key is read from an environment variable and never recorded.
+Deterministic decoding (temperature 0), JSON replies (fences tolerated, read by
+``dataspace.ask.extract_json``), and a bounded number of transport retries inside the
+client. Replies that are not JSON objects raise ``ReplyError`` so that ``ask`` retries with
+the error as feedback; the content checks are the caller's validators. The key is read
+from an environment variable and never recorded.
 """
 
 from __future__ import annotations
 
-import json
 import logging
 import os
-import re
 from typing import Any
 
-from builder.translate.base import ReplyError, TranslationRequest, register_translator
+from builder.translate.base import TranslationRequest, register_translator
 from builder.translate.prompts import messages
-from dataspace.errors import ConfigError
+from dataspace.ask import extract_json
+from dataspace.errors import ConfigError, ReplyError
 
 logger = logging.getLogger(__name__)
 
 DEFAULT_KEY_ENV = "DATASPACE_TRANSLATOR_API_KEY"
-_FENCE = re.compile(r"^\s*```(?:json)?\s*(.*?)\s*```\s*$", re.S)
-
-
-def parse_reply(content: str | None) -> dict[str, Any]:
-    r"""Parse a model reply as one JSON object (a ```json fence is allowed).
-
-    >>> parse_reply('```json\n{"items": []}\n```')
-    {'items': []}
-    """
-    if not content or not content.strip():
-        raise ReplyError("the reply is empty; answer with one JSON object")
-    text = content.strip()
-    m = _FENCE.match(text)
-    if m:
-        text = m.group(1)
-    try:
-        obj = json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise ReplyError(f"the reply is not valid JSON ({exc.msg} at char {exc.pos})") from None
-    if not isinstance(obj, dict):
-        raise ReplyError("the reply must be one JSON object")
-    return obj
 
 
 @register_translator("llm")
@@ -147,7 +125,7 @@ class LLMTranslator:
             self.usage["output_tokens"] += resp.usage.completion_tokens or 0
         if not resp.choices:
             raise ReplyError("the reply has no choices")
-        return parse_reply(resp.choices[0].message.content)
+        return extract_json(resp.choices[0].message.content)
 
 
-__all__ = ["DEFAULT_KEY_ENV", "LLMTranslator", "parse_reply"]
+__all__ = ["DEFAULT_KEY_ENV", "LLMTranslator"]

@@ -20,7 +20,7 @@ from collections.abc import Callable, Mapping
 from functools import lru_cache
 from pathlib import Path
 
-from dataspace.errors import Rejected
+from builder.errors import Rejected
 
 DATA = Path(__file__).with_name("data")
 _VALUE_SLOT = re.compile(r"\{(\w+)\}")

@@ -17,11 +17,9 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
+from builder.errors import EncodingError
+
 logger = logging.getLogger(__name__)
-
-
-class EncodingError(RuntimeError):
-    """ffmpeg failed; carries its last error lines."""
 
 
 def ffmpeg() -> str:

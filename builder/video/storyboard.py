@@ -8,7 +8,7 @@ evidence records, never copied from a planner's text: a planner chooses which at
 records go to which scene and component, the titles and the narration. ``check_storyboard``
 then requires every atom in at least one scene with its exact display text, only supplied
 records, known components and sane durations; an ``llm`` plan that fails goes back to the
-model with the errors, a bounded number of times.
+model with the errors, a bounded number of times (``dataspace.ask``).
 """
 
 from __future__ import annotations
@@ -18,13 +18,15 @@ import json
 import logging
 import re
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Protocol
 
 from builder.documents.plan import column_label
+from builder.errors import Rejected
 from builder.video.atoms import PredicateAtom, display
 from builder.video.strategies import EvidencePlan, SupportRecord
-from dataspace.errors import ConfigError, Rejected
+from dataspace.ask import Rejection, ask, extract_json, retry_messages
+from dataspace.errors import ConfigError, ReplyError
 from dataspace.registry import Registry
 
 logger = logging.getLogger(__name__)
@@ -613,10 +615,8 @@ class LlmPlanner:
         )
 
     def _compile(self, raw: str, evidence: EvidencePlan, scene_seconds: float) -> Storyboard:
-        body = raw.strip()
-        fence = re.match(r"^```(?:json)?\s*(.*?)\s*```$", body, re.S)
-        obj = json.loads(fence.group(1) if fence else body)
-        if not isinstance(obj, dict) or not isinstance(obj.get("scenes"), list):
+        obj = extract_json(raw)
+        if not isinstance(obj.get("scenes"), list):
             raise StoryboardRejected('the reply must be {"scenes": [...]}')
         atoms = {a.atom_id: a for a in evidence.atoms}
         scenes = []
@@ -655,47 +655,40 @@ class LlmPlanner:
 
     def plan(self, evidence: EvidencePlan, *, scene_seconds: float = 3.0) -> Storyboard:
         """Ask the model, validate, and retry with the errors."""
-        messages: list[dict[str, str]] = [
+        messages = [
             {"role": "system", "content": STORYBOARD_PROMPT},
             {"role": "user", "content": self.prompt(evidence)},
         ]
-        rejected: list[str] = []
-        for attempt in range(1, self.max_attempts + 1):
-            reply = self.client.complete(messages)
+
+        def attempt(rejections: tuple[Rejection, ...]) -> tuple[Storyboard, str]:
+            reply = self.client.complete(retry_messages(messages, rejections, _feedback))
             raw = str(getattr(reply, "content", "") or "")
             try:
-                board = self._compile(raw, evidence, scene_seconds)
-                errors = check_storyboard(board, evidence)
-            except (
-                StoryboardRejected,
-                json.JSONDecodeError,
-                TypeError,
-                KeyError,
-                ValueError,
-            ) as exc:
-                errors = [str(exc).splitlines()[0] if str(exc) else type(exc).__name__]
-            if not errors:
-                return Storyboard(
-                    title=board.title,
-                    language=board.language,
-                    strategy=board.strategy,
-                    scenes=board.scenes,
-                    planner=self.name,
-                    attempts=attempt,
-                    rejected=tuple(rejected),
-                )
-            logger.info("storyboard attempt %d rejected: %s", attempt, errors[0])
-            rejected.append(errors[0])
-            messages += [
-                {"role": "assistant", "content": raw},
-                {
-                    "role": "user",
-                    "content": "The storyboard was rejected:\n"
-                    + "\n".join(f"- {e}" for e in errors[:20])
-                    + "\nReturn the corrected JSON.",
-                },
-            ]
-        raise StoryboardRejected(f"storyboard rejected {self.max_attempts} times: {rejected[-1]}")
+                return self._compile(raw, evidence, scene_seconds), raw
+            except (StoryboardRejected, TypeError, KeyError, ValueError) as exc:
+                reason = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+                raise ReplyError(reason, raw=raw) from exc
+
+        asked = ask(
+            attempt,
+            lambda board: check_storyboard(board, evidence),
+            max_attempts=self.max_attempts,
+            what="storyboard",
+        )
+        rejected = tuple(r.errors[0] for r in asked.rejections)
+        if asked.value is None:
+            raise StoryboardRejected(
+                f"storyboard rejected {self.max_attempts} times: {rejected[-1]}"
+            )
+        return replace(asked.value, attempts=asked.attempts, rejected=rejected)
+
+
+def _feedback(errors: Sequence[str]) -> str:
+    return (
+        "The storyboard was rejected:\n"
+        + "\n".join(f"- {e}" for e in errors[:20])
+        + "\nReturn the corrected JSON."
+    )
 
 
 PLANNERS: Registry[Any] = Registry(

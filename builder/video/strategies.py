@@ -26,9 +26,9 @@ from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
 from builder.documents.plan import known_label
+from builder.errors import Rejected
 from builder.tables import quote_ident
 from builder.video.atoms import AnswerAtom, AtomSet, PredicateAtom, display, question_span
-from dataspace.errors import Rejected
 
 _Comparable = TypeVar("_Comparable", float, str)
 

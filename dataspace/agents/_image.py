@@ -30,18 +30,16 @@ import sys
 from dataclasses import dataclass
 from typing import Any
 
+from dataspace.errors import ToolRefused
+
 logger = logging.getLogger(__name__)
 
 DECODE_MEMORY_BYTES = 3 * 1024**3
 DECODE_TIMEOUT_SECONDS = 120.0
 
 
-class ImageRefused(Exception):
+class ImageRefused(ToolRefused):
     """The image cannot be shown; ``error_type`` names the failure as the official tool does."""
-
-    def __init__(self, error_type: str, message: str) -> None:
-        self.error_type = error_type
-        super().__init__(message)
 
 
 @dataclass(frozen=True, kw_only=True)

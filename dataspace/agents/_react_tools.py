@@ -36,11 +36,11 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from dataspace.agents._image import DECODE_MEMORY_BYTES, ImageRefused
+from dataspace.agents._image import DECODE_MEMORY_BYTES
 from dataspace.agents._image import normalize_image as _normalize_image
 from dataspace.agents.base import PredictionSnapshot
 from dataspace.agents.protocol import OFFICIAL, ProtocolProfile
-from dataspace.errors import DataSpaceError
+from dataspace.errors import DataSpaceError, ToolRefused
 from dataspace.limits import DEFAULT_LIMITS
 from dataspace.sandbox.base import OUTPUT_DIR, WORKSPACE_DIR, Sandbox
 
@@ -389,14 +389,6 @@ class ToolConfig:
     protocol: ProtocolProfile = OFFICIAL
 
 
-class ToolRefused(Exception):
-    """A tool call failed in a way the official tool reports under another exception's name."""
-
-    def __init__(self, error_type: str, message: str) -> None:
-        self.error_type = error_type
-        super().__init__(message)
-
-
 class ToolBox:
     """Executes tool calls against one sandbox."""
 
@@ -422,12 +414,12 @@ class ToolBox:
             if name == "submit_answer":
                 return self._submit(args)
             raise ValueError(f"unknown tool: {name}")
-        except DataSpaceError:
-            raise  # sandbox and infrastructure faults are not the model's doing
-        except (ImageRefused, ToolRefused) as exc:
+        except ToolRefused as exc:  # ImageRefused included; the model's doing
             return ToolOutcome(
                 result={"ok": False, "error_type": exc.error_type, "error": str(exc)}
             )
+        except DataSpaceError:
+            raise  # sandbox and infrastructure faults are not the model's doing
         except Exception as exc:  # as the official tool: any other failure is an observation
             return ToolOutcome(
                 result={"ok": False, "error_type": type(exc).__name__, "error": str(exc)}

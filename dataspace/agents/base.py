@@ -13,7 +13,7 @@ from __future__ import annotations
 import json
 import threading
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Literal, Protocol, runtime_checkable
@@ -206,6 +206,20 @@ class AgentContext:
         return self.deadline - time.monotonic()
 
 
+RUN_SETTINGS = frozenset({"model", "run_id", "protocol"})
+"""Keys the attempt adds to every agent's ``settings``; an agent that has no use for one
+ignores it (the protocol profile, for one, shapes DataSpace-Agent's loop only)."""
+
+
+def unknown_settings(settings: Mapping[str, Any], allowed: Iterable[str]) -> list[str]:
+    """The keys of ``settings`` an agent does not know, sorted (run settings are known).
+
+    >>> unknown_settings({"model": "m", "run_id": "r", "retry": {}, "tmep": 0}, {"retry"})
+    ['tmep']
+    """
+    return sorted(set(settings) - set(allowed) - RUN_SETTINGS)
+
+
 @runtime_checkable
 class Agent(Protocol):
     """A harness: acts through the sandbox and returns how it ended.
@@ -224,6 +238,7 @@ class Agent(Protocol):
 
 __all__ = [
     "END_STATES",
+    "RUN_SETTINGS",
     "Agent",
     "AgentContext",
     "AgentLimits",
@@ -234,4 +249,5 @@ __all__ = [
     "SandboxNeeds",
     "Usage",
     "UsageSink",
+    "unknown_settings",
 ]

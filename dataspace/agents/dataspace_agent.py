@@ -47,14 +47,17 @@ from dataspace.agents._react_prompt import (
     time_note,
 )
 from dataspace.agents._react_tools import TOOL_SCHEMAS, ToolBox, ToolConfig
-from dataspace.agents.base import AgentContext, AgentResult, PredictionSnapshot
+from dataspace.agents.base import (
+    AgentContext,
+    AgentResult,
+    PredictionSnapshot,
+    unknown_settings,
+)
 from dataspace.agents.protocol import DEFAULT_PROTOCOL, ProtocolProfile, get_profile
 from dataspace.errors import ConfigError, InfrastructureError, SandboxError
 from dataspace.llm.client import DEFAULT_MAX_OUTPUT_TOKENS, DEFAULT_REQUEST_TIMEOUT
 
 logger = logging.getLogger(__name__)
-
-_IGNORED = {"model", "run_id", "protocol"}
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -75,7 +78,7 @@ class ReactSettings:
     def parse(cls, settings: Mapping[str, Any]) -> ReactSettings:
         """Validate a settings mapping; unknown keys and bad values are a ConfigError."""
         allowed = set(cls.__dataclass_fields__)
-        extra = sorted(set(settings) - allowed - _IGNORED)
+        extra = unknown_settings(settings, allowed)
         if extra:
             raise ConfigError(
                 f"dataspace-agent settings: unknown keys {extra} (allowed: {sorted(allowed)})"

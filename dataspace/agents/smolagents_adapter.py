@@ -43,7 +43,7 @@ from typing import Any
 
 from dataspace.agents._react_tools import check_prediction, read_prediction_csv
 from dataspace.agents._smol_bridge import SandboxBridge
-from dataspace.agents.base import AgentContext, AgentResult, SandboxNeeds
+from dataspace.agents.base import AgentContext, AgentResult, SandboxNeeds, unknown_settings
 from dataspace.errors import ConfigError, InfrastructureError, SandboxError
 from dataspace.sandbox.base import OUTPUT_DIR
 
@@ -68,7 +68,6 @@ _ALLOWED = {
     "retry",
     "python",
 }
-_IGNORED = {"model", "run_id", "protocol"}
 
 
 def relation_prompt(
@@ -192,7 +191,7 @@ class SmolagentsAgent:
         t0 = time.monotonic()
         merged = {**self._defaults, **dict(ctx.settings)}
         model = merged.get("model")
-        extra = sorted(set(merged) - _ALLOWED - _IGNORED)
+        extra = unknown_settings(merged, _ALLOWED)
         if model is None or extra:
             msg = (
                 "smolagents needs a model: add `model:` to the agent in the run spec"

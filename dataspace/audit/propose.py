@@ -23,14 +23,17 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
+from dataspace.ask import Rejection, ask, extract_json, retry_messages
 from dataspace.audit.taxonomy import STAGES, SUBTYPE_BY_CODE, SUBTYPES, symptom_of
-from dataspace.errors import ConfigError
+from dataspace.errors import ConfigError, ReplyError
 
 logger = logging.getLogger(__name__)
 
 AUDIT_SCHEMA_VERSION = "1.0"
 MAX_EVENT_CHARS = 600
 MAX_TABLE_ROWS = 30
+MAX_ATTEMPTS = 2
+"""Auditor attempts per failed attempt: an invalid answer is sent back once."""
 
 SYSTEM_PROMPT = """You audit failed attempts of a data agent on the DataSpace benchmark.
 Assign exactly one primary cause: the earliest observable divergence that conflicts with the
@@ -142,15 +145,15 @@ def parse_proposal(text: str, event_ids: set[int]) -> tuple[dict[str, Any] | Non
     >>> parse_proposal('{"subtype": "Z9", "event": 7}', {3})[1]
     ['subtype Z9 is not in the taxonomy', 'event 7 is not a trace event (known: 3)']
     """
-    match = re.search(r"\{.*\}", text, re.S)
-    if not match:
-        return None, ["the answer holds no JSON object"]
     try:
-        obj = json.loads(match.group(0))
-    except json.JSONDecodeError as exc:
-        return None, [f"the JSON object does not parse: {exc}"]
-    if not isinstance(obj, dict):
-        return None, ["the answer must be a JSON object"]
+        obj = extract_json(text, embedded=True)
+    except ReplyError as exc:
+        return None, [str(exc)]
+    problems = _problems(obj, event_ids)
+    return (None, problems) if problems else (_proposal(obj), [])
+
+
+def _problems(obj: Mapping[str, Any], event_ids: set[int]) -> list[str]:
     problems = []
     code = str(obj.get("subtype", "")).strip().upper()
     if code not in SUBTYPE_BY_CODE:
@@ -159,15 +162,18 @@ def parse_proposal(text: str, event_ids: set[int]) -> tuple[dict[str, Any] | Non
     if not isinstance(event, int) or isinstance(event, bool) or event not in event_ids:
         known = ", ".join(str(e) for e in sorted(event_ids)[:40]) or "none"
         problems.append(f"event {event} is not a trace event (known: {known})")
-    if problems:
-        return None, problems
+    return problems
+
+
+def _proposal(obj: Mapping[str, Any]) -> dict[str, Any]:
+    code = str(obj.get("subtype", "")).strip().upper()
     return {
         "stage": code[0],
         "subtype": code,
-        "event": event,
+        "event": obj["event"],
         "counterfactual": str(obj.get("counterfactual") or ""),
         "rationale": str(obj.get("rationale") or ""),
-    }, []
+    }
 
 
 def _gold_and_prediction(
@@ -321,23 +327,29 @@ def _read_events(store: Any, prefix: str, row: Mapping[str, Any]) -> list[dict[s
 def _ask(client: Any, item: Mapping[str, Any]) -> dict[str, Any] | None:
     messages = build_prompt(item)
     ids = {int(s["event"]) for s in item["steps"]}
-    for _ in range(2):
-        reply = client.complete(messages)
-        proposal, problems = parse_proposal(reply.content or "", ids)
-        if proposal is not None:
-            return proposal
-        logger.info("%s: auditor answer refused: %s", item["task_id"], "; ".join(problems))
-        messages = [
-            *messages,
-            reply.message,
-            {
-                "role": "user",
-                "content": "Your answer is invalid: "
-                + "; ".join(problems)
-                + ". Answer again with one valid JSON object.",
-            },
-        ]
-    return None
+
+    def attempt(rejections: tuple[Rejection, ...]) -> tuple[dict[str, Any], dict[str, Any]]:
+        reply = client.complete(retry_messages(messages, rejections, _feedback))
+        try:
+            return extract_json(reply.content or "", embedded=True), reply.message
+        except ReplyError as exc:
+            raise ReplyError(str(exc), raw=reply.message) from None
+
+    asked = ask(
+        attempt,
+        lambda obj: _problems(obj, ids),
+        max_attempts=MAX_ATTEMPTS,
+        what=f"{item['task_id']}: auditor answer",
+    )
+    return None if asked.value is None else _proposal(asked.value)
+
+
+def _feedback(problems: Sequence[str]) -> str:
+    return (
+        "Your answer is invalid: "
+        + "; ".join(problems)
+        + ". Answer again with one valid JSON object."
+    )
 
 
 def _usage(client: Any | None) -> dict[str, Any]:

@@ -42,7 +42,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from dataspace.agents.base import EventLog, Usage
-from dataspace.errors import AgentError, ConfigError, InfrastructureError
+from dataspace.errors import AgentError, ConfigError, InfrastructureError, ReplyError
 from dataspace.llm.limiter import Limiter, model_limiter
 from dataspace.llm.usage import Prices, TokenCounts, cost_usd, token_counts
 from dataspace.runs.spec import DEFAULT_CONNECT_TIMEOUT
@@ -244,28 +244,24 @@ class Completion:
     call: CallRecord
 
 
-class MalformedReplyError(Exception):
-    """A 200 answer that is not a chat completion (retried like a transient fault)."""
-
-
 def check_completion_payload(payload: object) -> dict[str, Any]:
-    """Validate the shape of a chat-completion body; raise MalformedReplyError otherwise.
+    """Validate the shape of a chat-completion body; raise ReplyError otherwise.
 
     >>> check_completion_payload({"choices": [{"message": {"content": "hi"}}]})["choices"][0][
     ...     "message"]["content"]
     'hi'
     """
     if not isinstance(payload, dict):
-        raise MalformedReplyError("reply is not a JSON object")
+        raise ReplyError("reply is not a JSON object")
     choices = payload.get("choices")
     if not isinstance(choices, list) or not choices or not isinstance(choices[0], dict):
-        raise MalformedReplyError("reply has no choices")
+        raise ReplyError("reply has no choices")
     msg = choices[0].get("message")
     if not isinstance(msg, dict):
-        raise MalformedReplyError("reply's first choice has no message")
+        raise ReplyError("reply's first choice has no message")
     calls = msg.get("tool_calls")
     if calls is not None and not isinstance(calls, list):
-        raise MalformedReplyError("reply's tool_calls is not a list")
+        raise ReplyError("reply's tool_calls is not a list")
     return payload
 
 
@@ -464,7 +460,7 @@ class MeteredClient:
                 if 200 <= status < 300:
                     try:
                         payload = validate(json.loads(content))
-                    except (ValueError, MalformedReplyError) as exc:
+                    except (ValueError, ReplyError) as exc:
                         failure = f"malformed reply: {str(exc)[:200]}"
                         if not self.retry.retry_malformed:
                             raise ModelRequestError(failure, status=status) from exc
@@ -618,11 +614,11 @@ class MeteredClient:
             self.queue_seconds += queue_seconds
 
 
-class _Timeout(Exception):
+class _Timeout(InfrastructureError):
     pass
 
 
-class _Connection(Exception):
+class _Connection(InfrastructureError):
     def __init__(self, message: str, *, connect: bool) -> None:
         self.connect = connect  # True: no connection was made at all
         super().__init__(message)
@@ -693,7 +689,6 @@ def _openai_client(model: Any, key: str, headers: Mapping[str, str] | None) -> A
 __all__ = [
     "CallRecord",
     "Completion",
-    "MalformedReplyError",
     "MeteredClient",
     "ModelDeadlineError",
     "ModelRequestError",

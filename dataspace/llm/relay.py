@@ -42,6 +42,7 @@ from typing import Any
 
 from dataspace.agents.protocol import DEFAULT_PROTOCOL, ProtocolProfile, get_profile
 from dataspace.errors import ConfigError, InfrastructureError
+from dataspace.llm.client import DEFAULT_MAX_OUTPUT_TOKENS
 from dataspace.runs.status import ENDPOINT_UNREACHABLE
 
 logger = logging.getLogger(__name__)
@@ -80,7 +81,7 @@ class Relay:
         client: Any,
         *,
         max_calls: int | None = None,
-        max_output_tokens: int | None = 32768,
+        max_output_tokens: int | None = DEFAULT_MAX_OUTPUT_TOKENS,
         time_left: Callable[[], float] | None = None,
         token: str | None = None,
     ) -> None:

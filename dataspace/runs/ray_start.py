@@ -377,7 +377,7 @@ def _local_head(node: dict[str, Any], seconds: float, hide_env: frozenset[str]) 
         )
 
 
-class _StartFailed(Exception):
+class _StartFailed(RayStartError):
     pass
 
 

@@ -14,10 +14,11 @@ import pytest
 
 import evaluator
 from builder.driver import build_release, build_task
+from builder.errors import BuildError
 from builder.gold import gold_from_ledger
 from builder.sources import load_source
 from builder.sqlinfo import OPERATIONS
-from dataspace.errors import BuildError, ConfigError, ReleaseError
+from dataspace.errors import ConfigError, ReleaseError
 from dataspace.release import LEDGER_REQUIRED_KEYS, Release
 from tests.builder.conftest import plain_spec
 

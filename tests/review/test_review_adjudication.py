@@ -23,11 +23,11 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from review_client import config_body, phase1_body, phase2_body
 
+from builder.errors import ReviewError
 from builder.review import Database, ReviewService, load_release
 from builder.review.protocol import exits
 from builder.review.service import User
 from builder.review.taxonomy import Disposition, Role, TaskState, Verdict
-from dataspace.errors import ReviewError
 from dataspace.release import Release
 from dataspace.testing.releases import write_tiny_release
 

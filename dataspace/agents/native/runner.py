@@ -58,7 +58,7 @@ from dataspace.agents._react_tools import (
     read_prediction_csv,
     stat_in_sandbox,
 )
-from dataspace.agents.base import AgentContext, AgentResult, SandboxNeeds
+from dataspace.agents.base import AgentContext, AgentResult, SandboxNeeds, unknown_settings
 from dataspace.agents.native.install import (
     DEFAULT_ROOT,
     PINS,
@@ -67,6 +67,7 @@ from dataspace.agents.native.install import (
     harness_state,
 )
 from dataspace.errors import ConfigError, InfrastructureError, SandboxError
+from dataspace.llm.client import DEFAULT_MAX_OUTPUT_TOKENS
 from dataspace.sandbox.base import OUTPUT_DIR, RELAY_DIR, WORKSPACE_DIR
 
 logger = logging.getLogger(__name__)
@@ -77,7 +78,6 @@ RELAY_PORT = 18765
 RELAY_SOCKET_NAME = "relay.sock"
 PREDICTION_PATH = f"{OUTPUT_DIR}/prediction.csv"
 CONTEXT_WINDOW = 262144
-MAX_OUTPUT_TOKENS = 32768
 GRACE_SECONDS = 5.0
 STDOUT_KEEP = 16 * 1024 * 1024
 _ALLOWED = {
@@ -88,8 +88,6 @@ _ALLOWED = {
     "harness_sandbox",
     "request_timeout",
 }
-# the protocol profile shapes DataSpace-Agent's loop; a native CLI runs its own loop
-_IGNORED = {"model", "run_id", "protocol"}
 
 
 def _ports_text(ports: tuple[int, ...]) -> str:
@@ -220,7 +218,7 @@ class NativeHarness:
         """
         if not has_model:
             raise ConfigError(f"{cls.name} needs a model: add `model:` to the agent")
-        extra = sorted(set(settings) - _ALLOWED - _IGNORED)
+        extra = unknown_settings(settings, _ALLOWED)
         if extra:
             raise ConfigError(
                 f"{cls.name} settings: unknown keys {extra} (allowed: {sorted(_ALLOWED)})"
@@ -259,7 +257,7 @@ class NativeHarness:
         t0 = time.monotonic()
         merged = {**self._defaults, **dict(ctx.settings)}
         model = merged.get("model")
-        extra = sorted(set(merged) - _ALLOWED - _IGNORED)
+        extra = unknown_settings(merged, _ALLOWED)
         problem = None
         path: RelayPath | None = None
         if model is None:
@@ -306,7 +304,7 @@ class NativeHarness:
             home=HOME_DIR,
             executable=f"{path.harness_root}/{self.name}/bin/{PINS[self.name].executable}",
             context_window=int(merged.get("context_window", CONTEXT_WINDOW)),
-            max_output_tokens=int(merged.get("max_output_tokens", MAX_OUTPUT_TOKENS)),
+            max_output_tokens=int(merged.get("max_output_tokens", DEFAULT_MAX_OUTPUT_TOKENS)),
             harness_sandbox=str(merged.get("harness_sandbox", self.default_harness_sandbox)),
             settings=merged,
         )

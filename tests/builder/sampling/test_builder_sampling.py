@@ -7,12 +7,12 @@ from pathlib import Path
 
 import pytest
 
+from builder.errors import BuildError
 from builder.sampling import SamplingPolicy, extract_safeguards, sample
 from builder.sampling.materialize import foreign_key_report
 from builder.sampling.policy import Relationship
 from builder.sampling.sampler import foreign_keys
 from builder.transform.schema import read_schema
-from dataspace.errors import BuildError
 
 
 def _rows(db: Path, sql: str) -> list[tuple]:

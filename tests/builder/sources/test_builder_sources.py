@@ -7,9 +7,10 @@ from pathlib import Path
 
 import pytest
 
+from builder.errors import SourceError
 from builder.sources import LoadedSource, SourceItem, detect_language, load_source, loader_kinds
 from builder.sources.bull import read_db_info
-from dataspace.errors import ConfigError, SourceError
+from dataspace.errors import ConfigError
 
 
 def _by_id(items: LoadedSource) -> dict[str, SourceItem]:

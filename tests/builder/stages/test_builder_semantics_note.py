@@ -47,7 +47,7 @@ def test_a_top_n_answer_with_many_ties_is_kept_with_its_tie_rule(bundled_items, 
 
 def test_the_old_cap_is_an_opt_in(bundled_items, tmp_path):
     """``max_tie_factor`` still rejects, when a spec asks for it."""
-    from dataspace.errors import BuildError
+    from builder.errors import BuildError
 
     spec = plain_spec(semantics=SemanticsOptions(max_tie_factor=3.0))
     state = initial_state(_ties_item(bundled_items), languages=("en", "en"), build_seed=0)

@@ -8,9 +8,9 @@ import sqlite3
 import pytest
 
 from builder.driver import bundled_spec, stage_context
+from builder.errors import BuildError
 from builder.spec import Stage3Options, stage3_options
 from builder.stages import STAGES, TaskState, initial_state, run_stages
-from dataspace.errors import BuildError
 from tests.builder.conftest import plain_spec
 
 NOW = "2105-12-31 23:59:00"

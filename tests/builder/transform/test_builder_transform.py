@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+from builder.errors import BuildError
 from builder.sources.base import load_source
 from builder.transform import TransformOptions, transform
 from builder.transform.gates import execute, translate_result
@@ -23,7 +24,6 @@ from builder.transform.resolve import resolve
 from builder.transform.schema import read_schema
 from builder.transform.units import extract_units, has_cjk
 from builder.translate import get_translator
-from dataspace.errors import BuildError
 
 # ---- translation units ---------------------------------------------------------------------
 
