@@ -20,7 +20,8 @@ from pathlib import Path
 
 import pytest
 
-from dataspace.sandbox import Limits, SandboxSpec, _procs, workbench
+from dataspace.sandbox import Limits, SandboxSpec, workbench
+from dataspace.sandbox.local import _procs
 from dataspace.sandbox.local import LocalBackend, LocalSandbox
 
 pytestmark = pytest.mark.sandbox
