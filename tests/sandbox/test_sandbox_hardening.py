@@ -18,8 +18,7 @@ from pathlib import Path
 import pytest
 
 from dataspace.sandbox import Limits, SandboxSpec
-from dataspace.sandbox.local import _cgroup, _procs
-from dataspace.sandbox.local import LocalBackend, LocalSandbox
+from dataspace.sandbox.local import LocalBackend, LocalSandbox, _cgroup, _procs
 
 pytestmark = pytest.mark.sandbox
 

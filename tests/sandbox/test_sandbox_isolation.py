@@ -21,8 +21,7 @@ from pathlib import Path
 import pytest
 
 from dataspace.sandbox import Limits, SandboxSpec, workbench
-from dataspace.sandbox.local import _procs
-from dataspace.sandbox.local import LocalBackend, LocalSandbox
+from dataspace.sandbox.local import LocalBackend, LocalSandbox, _procs
 
 pytestmark = pytest.mark.sandbox
 

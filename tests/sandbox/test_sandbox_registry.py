@@ -76,7 +76,10 @@ def test_registered_factories_are_used(monkeypatch: pytest.MonkeyPatch) -> None:
     # what a backend does not declare comes from the contract's defaults
     assert backend.relay_transport == "socket" and not backend.harnesses_from_host
     assert [c.key for c in backend.preflight(PreflightRequest())] == ["sandbox"]
-    assert Named.runtime_identity({"image": "img:1"}, None) == {"backend": "named", "image": "img:1"}
+    assert Named.runtime_identity({"image": "img:1"}, None) == {
+        "backend": "named",
+        "image": "img:1",
+    }
 
 
 def test_a_factory_that_is_not_a_backend_is_refused(monkeypatch: pytest.MonkeyPatch) -> None:
