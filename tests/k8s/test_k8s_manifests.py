@@ -24,6 +24,8 @@ kubernetes_validate = pytest.importorskip(
 from ray_crd_schemas import SCHEMAS, pod_templates  # noqa: E402
 
 from dataspace.runs.spec import parse_spec  # noqa: E402
+from dataspace.sandbox.base import Limits  # noqa: E402
+from dataspace.sandbox.kubernetes import KubernetesOptions  # noqa: E402
 from dataspace.sandbox.kubernetes._exec import helper_argv  # noqa: E402
 from dataspace.sandbox.kubernetes._pod import (  # noqa: E402
     PodTemplate,
@@ -31,8 +33,6 @@ from dataspace.sandbox.kubernetes._pod import (  # noqa: E402
     VolumeWorkspace,
     pod_manifest,
 )
-from dataspace.sandbox.base import Limits  # noqa: E402
-from dataspace.sandbox.kubernetes import KubernetesOptions  # noqa: E402
 
 K8S_VERSION = "1.32.0"
 K8S = Path(__file__).resolve().parents[2] / "k8s"
