@@ -1,8 +1,8 @@
 """Trace pages: one attempt's conversation as a researcher reads it, and writing them all.
 
 **One page** (:func:`render_trace`) is built on the server from the attempt's
-``events.jsonl`` (read with :func:`dataspace.traces.conversation`, the one reader of the
-trace schema), its results row and ``run.json``. From the top:
+``events.jsonl`` (read with :func:`dataspace.report.conversation.conversation`, the one
+reader of the trace schema), its results row and ``run.json``. From the top:
 
 - the outcome: verdict, end state, error code, the infrastructure faults retried before
   this try;
@@ -534,7 +534,8 @@ def render_trace(
             attempt; only safe data URLs are used.
         notes: lines shown at the top (files that could not be read).
     """
-    from dataspace.traces import conversation, read_events
+    from dataspace.report.conversation import conversation
+    from dataspace.traces import read_events
 
     conv = conversation(read_events(events))
     counts = conv["counts"]
