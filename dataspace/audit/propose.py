@@ -23,8 +23,8 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
-from dataspace.audit.taxonomy import STAGES, SUBTYPE_BY_CODE, SUBTYPES, symptom_of
 from dataspace.errors import ConfigError
+from dataspace.failure_taxonomy import STAGES, SUBTYPE_BY_CODE, SUBTYPES, symptom_of
 
 logger = logging.getLogger(__name__)
 
