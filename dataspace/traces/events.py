@@ -32,7 +32,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, fields
-from typing import Any, ClassVar
+from typing import Any, ClassVar, get_args
 
 TRACE_SCHEMA = "dataspace.trace/1"
 EVENTS_NAME = "events.jsonl"
@@ -349,24 +349,8 @@ TraceEvent = (
 )
 """Every event a harness writes."""
 
-EVENT_CLASSES: tuple[type[Event], ...] = (
-    AttemptStart,
-    AgentStart,
-    ModelRetry,
-    ModelCall,
-    RelayedCall,
-    ModelTurn,
-    ToolResult,
-    Tool,
-    Image,
-    ProtocolReminder,
-    HarnessTrace,
-    HarnessOutput,
-    ModelRefused,
-    Submit,
-    Error,
-    AgentEnd,
-)
+EVENT_CLASSES: tuple[type[Event], ...] = get_args(TraceEvent)
+"""The class of every event kind, in the order of ``TraceEvent``."""
 EVENT_TYPES: tuple[str, ...] = tuple(dict.fromkeys(c.kind for c in EVENT_CLASSES))
 """The ``type`` of every event kind, in the order above."""
 

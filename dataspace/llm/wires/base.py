@@ -63,7 +63,7 @@ def blocks_text(
     r"""The text of a message's content (a string or a list of typed blocks).
 
     >>> blocks_text([{"type": "text", "text": "a"}, {"type": "image"}, "b"])
-    'a\\nb'
+    'a\nb'
     """
     if isinstance(content, str):
         return content

@@ -6,14 +6,8 @@ import json
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from dataspace.llm.wires.base import (
-    CallUsage,
-    RequestView,
-    blocks_text,
-    call_usage,
-    count,
-    reply,
-)
+from dataspace.llm.wires import base
+from dataspace.llm.wires.base import CallUsage, RequestView
 
 NAME = "chat"
 
@@ -30,11 +24,11 @@ def usage(events: Sequence[Mapping[str, Any]]) -> CallUsage:
                 finish = str(c["finish_reason"])
         u = ev.get("usage")
         if isinstance(u, dict):
-            inp, out = count(u.get("prompt_tokens")), count(u.get("completion_tokens"))
+            inp, out = base.count(u.get("prompt_tokens")), base.count(u.get("completion_tokens"))
             pd, cd = u.get("prompt_tokens_details"), u.get("completion_tokens_details")
-            cached = count(pd.get("cached_tokens")) if isinstance(pd, dict) else 0
-            reasoning = count(cd.get("reasoning_tokens")) if isinstance(cd, dict) else 0
-    return call_usage(inp, cached, out, reasoning, model, finish)
+            cached = base.count(pd.get("cached_tokens")) if isinstance(pd, dict) else 0
+            reasoning = base.count(cd.get("reasoning_tokens")) if isinstance(cd, dict) else 0
+    return base.call_usage(inp, cached, out, reasoning, model, finish)
 
 
 def parse_reply(events: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
@@ -67,7 +61,7 @@ def parse_reply(events: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
                 c["id"] = tc.get("id") or c["id"]
                 c["name"] += str(fn.get("name") or "")
                 c["arguments"] += str(fn.get("arguments") or "")
-    return reply(
+    return base.reply(
         content, reasoning, [c for _, c in sorted(calls.items())], finish, rid, model, sep=""
     )
 
@@ -80,11 +74,11 @@ def request_view(body: Mapping[str, Any]) -> RequestView:
         if not isinstance(m, Mapping):
             continue
         if m.get("role") == "system" and system is None:
-            system = blocks_text(m.get("content"))
+            system = base.blocks_text(m.get("content"))
         elif m.get("role") == "user" and user is None:
-            user = blocks_text(m.get("content"))
+            user = base.blocks_text(m.get("content"))
         elif m.get("role") == "tool":
-            outputs[str(m.get("tool_call_id"))] = blocks_text(m.get("content"))
+            outputs[str(m.get("tool_call_id"))] = base.blocks_text(m.get("content"))
     return RequestView(system=system, user=user, outputs=outputs)
 
 

@@ -5,14 +5,8 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from dataspace.llm.wires.base import (
-    CallUsage,
-    RequestView,
-    blocks_text,
-    call_usage,
-    count,
-    reply,
-)
+from dataspace.llm.wires import base
+from dataspace.llm.wires.base import CallUsage, RequestView
 
 NAME = "messages"
 
@@ -36,12 +30,12 @@ def usage(events: Sequence[Mapping[str, Any]]) -> CallUsage:
         u = msg.get("usage") if "usage" in msg else ev.get("usage")
         if isinstance(u, dict):
             if "input_tokens" in u:
-                cached = count(u.get("cache_read_input_tokens"))
-                inp = count(u.get("input_tokens")) + cached
-                inp += count(u.get("cache_creation_input_tokens"))
+                cached = base.count(u.get("cache_read_input_tokens"))
+                inp = base.count(u.get("input_tokens")) + cached
+                inp += base.count(u.get("cache_creation_input_tokens"))
             if "output_tokens" in u:
-                out = count(u.get("output_tokens"))
-    return call_usage(inp, cached, out, 0, model, finish)
+                out = base.count(u.get("output_tokens"))
+    return base.call_usage(inp, cached, out, 0, model, finish)
 
 
 def parse_reply(events: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
@@ -81,7 +75,7 @@ def parse_reply(events: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
         elif b.get("type") in ("tool_use", "server_tool_use"):
             args = b.get("_json") or b.get("input")
             calls.append({"id": b.get("id"), "name": b.get("name"), "arguments": args})
-    return reply(content, reasoning, calls, stop, msg.get("id"), msg.get("model"))
+    return base.reply(content, reasoning, calls, stop, msg.get("id"), msg.get("model"))
 
 
 def tool_results(content: Any) -> dict[str, dict[str, Any]]:
@@ -90,7 +84,7 @@ def tool_results(content: Any) -> dict[str, dict[str, Any]]:
     for b in content if isinstance(content, list) else []:
         if isinstance(b, Mapping) and b.get("type") == "tool_result":
             out[str(b.get("tool_use_id"))] = {
-                "text": blocks_text(b.get("content")),
+                "text": base.blocks_text(b.get("content")),
                 "error": bool(b.get("is_error")),
             }
     return out
@@ -105,10 +99,12 @@ def request_view(body: Mapping[str, Any]) -> RequestView:
             continue
         content = m.get("content")
         outputs.update(tool_results(content))
-        text = blocks_text(content)
+        text = base.blocks_text(content)
         if text and user is None:
             user = text
-    return RequestView(system=blocks_text(body.get("system")) or None, user=user, outputs=outputs)
+    return RequestView(
+        system=base.blocks_text(body.get("system")) or None, user=user, outputs=outputs
+    )
 
 
 __all__ = ["NAME", "parse_reply", "request_view", "tool_results", "usage"]

@@ -6,15 +6,8 @@ import json
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from dataspace.llm.wires.base import (
-    CallUsage,
-    RequestView,
-    as_text,
-    blocks_text,
-    call_usage,
-    count,
-    reply,
-)
+from dataspace.llm.wires import base
+from dataspace.llm.wires.base import CallUsage, RequestView
 
 NAME = "responses"
 _FINAL = ("response.completed", "response.incomplete", "response.failed")
@@ -40,11 +33,11 @@ def usage(events: Sequence[Mapping[str, Any]]) -> CallUsage:
                 finish = f"incomplete:{details['reason']}"
         u = resp.get("usage")
         if isinstance(u, dict):
-            inp, out = count(u.get("input_tokens")), count(u.get("output_tokens"))
+            inp, out = base.count(u.get("input_tokens")), base.count(u.get("output_tokens"))
             idt, odt = u.get("input_tokens_details"), u.get("output_tokens_details")
-            cached = count(idt.get("cached_tokens")) if isinstance(idt, dict) else 0
-            reasoning = count(odt.get("reasoning_tokens")) if isinstance(odt, dict) else 0
-    return call_usage(inp, cached, out, reasoning, model, finish)
+            cached = base.count(idt.get("cached_tokens")) if isinstance(idt, dict) else 0
+            reasoning = base.count(odt.get("reasoning_tokens")) if isinstance(odt, dict) else 0
+    return base.call_usage(inp, cached, out, reasoning, model, finish)
 
 
 def parse_reply(events: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
@@ -70,10 +63,10 @@ def parse_reply(events: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
             continue
         kind = it.get("type")
         if kind == "message":
-            content.append(blocks_text(it.get("content")))
+            content.append(base.blocks_text(it.get("content")))
         elif kind == "reasoning":
-            reasoning.append(blocks_text(it.get("summary"), ("summary_text", "text")))
-            reasoning.append(blocks_text(it.get("content"), ("reasoning_text", "text")))
+            reasoning.append(base.blocks_text(it.get("summary"), ("summary_text", "text")))
+            reasoning.append(base.blocks_text(it.get("content"), ("reasoning_text", "text")))
         elif kind in ("function_call", "custom_tool_call"):
             calls.append(
                 {
@@ -91,7 +84,7 @@ def parse_reply(events: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
                 }
             )
     status = (final or {}).get("incomplete_details") or (final or {}).get("error")
-    return reply(
+    return base.reply(
         content,
         reasoning,
         calls,
@@ -113,9 +106,9 @@ def request_view(body: Mapping[str, Any]) -> RequestView:
         if not isinstance(it, Mapping):
             continue
         if it.get("type") in _OUTPUT_ITEMS:
-            outputs[str(it.get("call_id"))] = as_text(it.get("output"))
+            outputs[str(it.get("call_id"))] = base.as_text(it.get("output"))
         elif it.get("role") == "user":
-            users.append(blocks_text(it.get("content")))
+            users.append(base.blocks_text(it.get("content")))
     return RequestView(
         system=instructions if isinstance(instructions, str) else None,
         user=users[-1] if users else None,
