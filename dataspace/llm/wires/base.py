@@ -41,6 +41,24 @@ def count(v: object) -> int:
     return int(v) if isinstance(v, int | float) and not isinstance(v, bool) and v > 0 else 0
 
 
+def detailed_counts(u: Mapping[str, Any], inp: str, out: str) -> tuple[int, int, int, int]:
+    """Input, cached, output and reasoning tokens of an OpenAI-style usage record.
+
+    ``inp`` and ``out`` name its totals; ``<inp>_details`` and ``<out>_details`` the rest.
+
+    >>> detailed_counts({"input_tokens": 9, "input_tokens_details": {"cached_tokens": 4},
+    ...                  "output_tokens": 3}, "input_tokens", "output_tokens")
+    (9, 4, 3, 0)
+    """
+    idt, odt = u.get(f"{inp}_details"), u.get(f"{out}_details")
+    return (
+        count(u.get(inp)),
+        count(idt.get("cached_tokens")) if isinstance(idt, Mapping) else 0,
+        count(u.get(out)),
+        count(odt.get("reasoning_tokens")) if isinstance(odt, Mapping) else 0,
+    )
+
+
 def call_usage(
     inp: int, cached: int, out: int, reasoning: int, model: str | None, finish: str | None
 ) -> CallUsage:
@@ -103,4 +121,13 @@ def reply(
     }
 
 
-__all__ = ["CallUsage", "RequestView", "as_text", "blocks_text", "call_usage", "count", "reply"]
+__all__ = [
+    "CallUsage",
+    "RequestView",
+    "as_text",
+    "blocks_text",
+    "call_usage",
+    "count",
+    "detailed_counts",
+    "reply",
+]

@@ -24,10 +24,9 @@ def usage(events: Sequence[Mapping[str, Any]]) -> CallUsage:
                 finish = str(c["finish_reason"])
         u = ev.get("usage")
         if isinstance(u, dict):
-            inp, out = base.count(u.get("prompt_tokens")), base.count(u.get("completion_tokens"))
-            pd, cd = u.get("prompt_tokens_details"), u.get("completion_tokens_details")
-            cached = base.count(pd.get("cached_tokens")) if isinstance(pd, dict) else 0
-            reasoning = base.count(cd.get("reasoning_tokens")) if isinstance(cd, dict) else 0
+            inp, cached, out, reasoning = base.detailed_counts(
+                u, "prompt_tokens", "completion_tokens"
+            )
     return base.call_usage(inp, cached, out, reasoning, model, finish)
 
 

@@ -33,10 +33,7 @@ def usage(events: Sequence[Mapping[str, Any]]) -> CallUsage:
                 finish = f"incomplete:{details['reason']}"
         u = resp.get("usage")
         if isinstance(u, dict):
-            inp, out = base.count(u.get("input_tokens")), base.count(u.get("output_tokens"))
-            idt, odt = u.get("input_tokens_details"), u.get("output_tokens_details")
-            cached = base.count(idt.get("cached_tokens")) if isinstance(idt, dict) else 0
-            reasoning = base.count(odt.get("reasoning_tokens")) if isinstance(odt, dict) else 0
+            inp, cached, out, reasoning = base.detailed_counts(u, "input_tokens", "output_tokens")
     return base.call_usage(inp, cached, out, reasoning, model, finish)
 
 
