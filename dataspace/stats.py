@@ -421,7 +421,7 @@ def groups_of(pairs: Any, labels: Sequence[str]) -> dict[str, str]:
 
 def scored_outcomes(df: Any) -> dict[str, dict[str, list[bool]]]:
     """Label -> task -> outcomes ordered by attempt number, over scored attempts only."""
-    from dataspace.runs.status import AttemptStatus
+    from dataspace.status import AttemptStatus
 
     d = df[df["passed"].notna() & (df["status"] != AttemptStatus.NOT_SCHEDULED.value)]
     d = d.sort_values(["label", "task_id", "attempt"], kind="stable")

@@ -1,4 +1,5 @@
-"""No import cycle inside ``builder``, ``dataspace`` or ``evaluator``.
+"""No import cycle inside ``builder``, ``dataspace`` or ``evaluator``, and none between the
+parts of ``dataspace`` (its subpackages and top-level modules).
 
 The graph is built statically (``ast``) from every module's explicit import statements,
 wherever they are: module level, ``try``/``if`` blocks and inside functions and methods
@@ -7,6 +8,11 @@ edge to the submodule, ``from pkg import name`` an edge to ``pkg``. Importing
 ``a.b.c`` first runs ``a/__init__`` and ``a/b/__init__``, so those are edges too, except
 for the importer's own packages (already running when it imports a sibling): a cycle
 through a package's ``__init__`` fails at import time as surely as a direct one.
+
+The parts of ``dataspace`` are layers: ``dataspace.traces`` below ``dataspace.llm`` below
+``dataspace.agents`` below ``dataspace.runs`` and so on. Two parts that import each other,
+through any modules, are one layer in two folders, so the module graph is also collapsed
+onto the parts (``dataspace.llm.wires.chat`` counts as ``dataspace.llm``) and checked again.
 
 Function-level imports count: they keep ``import dataspace`` cheap, but two modules that
 import each other, even lazily, are one layer that pretends to be two, and the lazy import
@@ -176,6 +182,43 @@ def cycles(graph: dict[str, set[str]]) -> list[list[str]]:
     return out
 
 
+LAYERED = ("dataspace",)
+
+
+def part_of(module: str) -> str | None:
+    """The part of a layered package a module belongs to (None outside them or for the
+    package's own ``__init__``).
+
+    >>> part_of("dataspace.llm.wires.chat"), part_of("dataspace.stats"), part_of("dataspace")
+    ('dataspace.llm', 'dataspace.stats', None)
+    """
+    parts = module.split(".")
+    return ".".join(parts[:2]) if parts[0] in LAYERED and len(parts) > 1 else None
+
+
+def part_graph(graph: dict[str, set[str]]) -> dict[str, set[str]]:
+    """``graph`` collapsed onto the parts of the layered packages."""
+    out: dict[str, set[str]] = {}
+    for mod, targets in graph.items():
+        a = part_of(mod)
+        if a is None:
+            continue
+        out.setdefault(a, set())
+        for t in targets:
+            b = part_of(t)
+            if b is not None and b != a:
+                out[a].add(b)
+                out.setdefault(b, set())
+    return out
+
+
+def part_edges(graph: dict[str, set[str]], a: str, b: str) -> list[str]:
+    """The module imports that make part ``a`` depend on part ``b``."""
+    return sorted(
+        f"{m} -> {t}" for m, ts in graph.items() if part_of(m) == a for t in ts if part_of(t) == b
+    )
+
+
 def test_the_import_graph_sees_the_packages():
     graph = parsed_graph()
     assert "builder.driver" in graph and "dataspace.cli" in graph and "evaluator" in graph
@@ -200,6 +243,27 @@ def test_no_import_cycle_in_the_packages():
     assert not found, "import cycles (module-level imports):\n" + "\n".join(
         " <-> ".join(c) for c in found
     )
+
+
+def test_a_cycle_between_parts_is_found():
+    graph = {"dataspace.a.x": {"dataspace.b.y"}, "dataspace.b.y": set(),
+             "dataspace.b.z": {"dataspace.a"}, "dataspace.a": set()}  # fmt: skip
+    assert cycles(part_graph(graph)) == [["dataspace.a", "dataspace.b"]]
+    assert part_edges(graph, "dataspace.b", "dataspace.a") == ["dataspace.b.z -> dataspace.a"]
+
+
+def test_no_import_cycle_between_the_parts_of_dataspace():
+    """Guards the layers: no two subpackages (or top-level modules) of ``dataspace`` import
+    each other, through any chain of modules."""
+    graph = parsed_graph()
+    found = cycles(part_graph(graph))
+    lines = []
+    for comp in found:
+        lines.append(" <-> ".join(comp))
+        for a in comp:
+            for b in comp:
+                lines += [f"    {e}" for e in part_edges(graph, a, b)[:5] if a != b]
+    assert not found, "import cycles between parts of dataspace:\n" + "\n".join(lines)
 
 
 FAMILIES = (

@@ -10,17 +10,16 @@ them is an infrastructure failure.
 
 from __future__ import annotations
 
-import json
-import threading
 import time
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal, Protocol, runtime_checkable
 
 from dataspace.limits import Limits
 from dataspace.release import TaskInput
 from dataspace.sandbox.base import Sandbox
+from dataspace.traces import EventLog, Usage
 
 EndState = Literal[
     "submitted",
@@ -50,31 +49,6 @@ END_STATES: tuple[str, ...] = (
 
 AgentLimits = Limits
 """The agent's budgets are the attempt's ``Limits`` (``dataspace.limits``): one record."""
-
-
-@dataclass(kw_only=True)
-class Usage:
-    """Model usage of one attempt. Cached tokens are part of input, reasoning part of output."""
-
-    input_tokens: int = 0
-    cached_input_tokens: int = 0
-    output_tokens: int = 0
-    reasoning_tokens: int = 0
-    cost_usd: float = 0.0
-    model_calls: int = 0
-    model_seconds: float = 0.0
-    retries: int = 0
-    retry_seconds: float = 0.0
-    queue_seconds: float = 0.0
-
-    def add(self, other: Usage) -> None:
-        """Accumulate another usage record into this one."""
-        for name, value in asdict(other).items():
-            setattr(self, name, getattr(self, name) + value)
-
-    def to_dict(self) -> dict[str, Any]:
-        """Plain dict for JSON."""
-        return asdict(self)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -145,30 +119,6 @@ class AgentResult:
 UsageSink = Callable[[Usage], None]
 """Called with an attempt's running usage after each model call completes, so that what a
 try spent is persisted before it ends (an attempt killed mid-way is still counted)."""
-
-
-class EventLog:
-    """Append-only JSONL trace of one attempt (thread-safe, flushed per event)."""
-
-    def __init__(self, path: Path) -> None:
-        self.path = path
-        self._lock = threading.Lock()
-        self._fh = path.open("a", encoding="utf-8")
-        self._t0 = time.monotonic()
-
-    def emit(self, kind: str, **payload: Any) -> None:
-        """Append one event with its offset in seconds from the attempt start."""
-        rec = {"t": round(time.monotonic() - self._t0, 6), "type": kind, **payload}
-        line = json.dumps(rec, ensure_ascii=False, default=str)
-        with self._lock:
-            self._fh.write(line + "\n")
-            self._fh.flush()
-
-    def close(self) -> None:
-        """Close the file."""
-        with self._lock:
-            if not self._fh.closed:
-                self._fh.close()
 
 
 @dataclass(frozen=True, kw_only=True)

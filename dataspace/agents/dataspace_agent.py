@@ -56,6 +56,16 @@ from dataspace.agents.base import (
 from dataspace.agents.protocol import DEFAULT_PROTOCOL, ProtocolProfile, get_profile
 from dataspace.errors import ConfigError, InfrastructureError, SandboxError
 from dataspace.llm.client import DEFAULT_MAX_OUTPUT_TOKENS, DEFAULT_REQUEST_TIMEOUT
+from dataspace.traces import (
+    AgentEnd,
+    AgentStart,
+    Error,
+    Image,
+    ModelTurn,
+    ProtocolReminder,
+    Submit,
+    ToolResult,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -219,27 +229,28 @@ class DataSpaceAgent:
             {"role": "user", "content": first},
         ]
         ctx.events.emit(
-            "agent_start",
-            harness=self.name,
-            model=model.id,
-            base_url=model.base_url,
-            prompt_contract=PROMPT_CONTRACT_VERSION,
-            protocol=rules.name,
-            system_prompt_sha256=PROMPT_SHA256,
-            system_prompt=SYSTEM_PROMPT,
-            user_prompt=first,
-            limits={
-                "model_turns": limits.model_turns,
-                "tool_actions": limits.tool_actions,
-                "wall_seconds": limits.wall_seconds,
-                "command_timeout": limits.command_timeout,
-            },
-            settings={
-                "max_output_tokens": cfg.max_output_tokens,
-                "max_tool_output_chars": cfg.max_tool_output_chars,
-                "image_max_edge": cfg.image_max_edge,
-                "image_jpeg_quality": cfg.image_jpeg_quality,
-            },
+            AgentStart(
+                harness=self.name,
+                model=model.id,
+                base_url=model.base_url,
+                prompt_contract=PROMPT_CONTRACT_VERSION,
+                protocol=rules.name,
+                system_prompt_sha256=PROMPT_SHA256,
+                system_prompt=SYSTEM_PROMPT,
+                user_prompt=first,
+                limits={
+                    "model_turns": limits.model_turns,
+                    "tool_actions": limits.tool_actions,
+                    "wall_seconds": limits.wall_seconds,
+                    "command_timeout": limits.command_timeout,
+                },
+                settings={
+                    "max_output_tokens": cfg.max_output_tokens,
+                    "max_tool_output_chars": cfg.max_tool_output_chars,
+                    "image_max_edge": cfg.image_max_edge,
+                    "image_jpeg_quality": cfg.image_jpeg_quality,
+                },
+            )
         )
         turns = 0
         actions = 0
@@ -274,16 +285,17 @@ class DataSpaceAgent:
                     break
                 turns += 1
                 ctx.events.emit(
-                    "model_turn",
-                    turn=turns,
-                    content=reply.content,
-                    tool_calls=[
-                        {"id": c.id, "name": c.name, "arguments": c.arguments}
-                        for c in reply.tool_calls
-                    ],
-                    finish_reason=reply.finish_reason,
-                    response_id=reply.response_id,
-                    resolved_model=reply.model,
+                    ModelTurn(
+                        turn=turns,
+                        content=reply.content,
+                        tool_calls=[
+                            {"id": c.id, "name": c.name, "arguments": c.arguments}
+                            for c in reply.tool_calls
+                        ],
+                        finish_reason=reply.finish_reason,
+                        response_id=reply.response_id,
+                        resolved_model=reply.model,
+                    )
                 )
                 messages.append(reply.message)
                 if not reply.tool_calls:
@@ -292,7 +304,7 @@ class DataSpaceAgent:
                         text += " " + time_note(remaining())
                     messages.append({"role": "user", "content": text})
                     ctx.events.emit(
-                        "protocol_reminder", turn=turns, reason="assistant made no tool call"
+                        ProtocolReminder(turn=turns, reason="assistant made no tool call")
                     )
                     continue
                 images: list[dict[str, Any]] = []
@@ -321,29 +333,32 @@ class DataSpaceAgent:
                         }
                     )
                     ctx.events.emit(
-                        "tool_result",
-                        action=actions,
-                        tool_call_id=call.id,
-                        tool=call.name,
-                        arguments=call.arguments[:20_000],
-                        result=result,
+                        ToolResult(
+                            action=actions,
+                            tool_call_id=call.id,
+                            tool=call.name,
+                            arguments=call.arguments[:20_000],
+                            result=result,
+                        )
                     )
                     if outcome.image_message is not None:
                         images.append(outcome.image_message)
                         ctx.events.emit(
-                            "image",
-                            tool_call_id=call.id,
-                            path=(result.get("image") or {}).get("agent_path"),
-                            data_url=_image_url(outcome.image_message),
+                            Image(
+                                tool_call_id=call.id,
+                                path=(result.get("image") or {}).get("agent_path"),
+                                data_url=_image_url(outcome.image_message),
+                            )
                         )
                     if outcome.submitted_path is not None:
                         submitted, status = outcome.submitted_path, "submitted"
                         snapshot = outcome.snapshot
                         ctx.events.emit(
-                            "submit",
-                            path=submitted,
-                            scored_path=snapshot.path if snapshot else submitted,
-                            sha256=snapshot.sha256 if snapshot else None,
+                            Submit(
+                                path=submitted,
+                                scored_path=snapshot.path if snapshot else submitted,
+                                sha256=snapshot.sha256 if snapshot else None,
+                            )
                         )
                         break
                     if outcome.deadline_hit:
@@ -360,15 +375,16 @@ class DataSpaceAgent:
         usage = client.snapshot()
         working = max(0.0, time.monotonic() - t0 - excluded())
         ctx.events.emit(
-            "agent_end",
-            end_state=status,
-            model_turns=turns,
-            tool_actions=actions,
-            submitted_path=submitted,
-            error=error,
-            working_seconds=round(working, 6),
-            usage=usage.to_dict(),
-            queue_seconds=round(client.queue_seconds, 6),
+            AgentEnd(
+                end_state=status,
+                model_turns=turns,
+                tool_actions=actions,
+                submitted_path=submitted,
+                error=error,
+                working_seconds=round(working, 6),
+                usage=usage.to_dict(),
+                queue_seconds=round(client.queue_seconds, 6),
+            )
         )
         return AgentResult(
             end_state=status or "stopped",
@@ -392,7 +408,7 @@ def _image_url(message: dict[str, Any]) -> str | None:
 
 
 def _early_error(ctx: AgentContext, t0: float, message: str) -> AgentResult:
-    ctx.events.emit("error", message=message)
+    ctx.events.emit(Error(message=message))
     return AgentResult(
         end_state="runtime_error", error=message, working_seconds=time.monotonic() - t0
     )

@@ -13,6 +13,7 @@ import time
 
 from dataspace.agents.base import AgentContext, AgentResult
 from dataspace.sandbox.base import OUTPUT_DIR
+from dataspace.traces import Error, Submit, Tool
 
 logger = logging.getLogger(__name__)
 
@@ -40,28 +41,30 @@ class GoldAgent:
         listing = ctx.sandbox.exec("ls -A /workspace", timeout=ctx.limits.command_timeout)
         actions += 1
         ctx.events.emit(
-            "tool",
-            name="bash",
-            command="ls -A /workspace",
-            exit_code=listing.exit_code,
-            stdout=listing.stdout[:2000],
+            Tool(
+                name="bash",
+                command="ls -A /workspace",
+                exit_code=listing.exit_code,
+                stdout=listing.stdout[:2000],
+            )
         )
         if listing.exit_code != 0:
             return self._fail(ctx, actions, t0, f"workspace not listable: {listing.stderr[:200]}")
         ctx.sandbox.write_file("prediction.csv", ctx.oracle())
         actions += 1
-        ctx.events.emit("tool", name="write_file", path=f"{OUTPUT_DIR}/prediction.csv")
+        ctx.events.emit(Tool(name="write_file", path=f"{OUTPUT_DIR}/prediction.csv"))
         check = ctx.sandbox.exec(
             ["python3", "-c", _CHECK, f"{OUTPUT_DIR}/prediction.csv"],
             timeout=ctx.limits.command_timeout,
         )
         actions += 1
         ctx.events.emit(
-            "tool",
-            name="bash",
-            command="check prediction.csv",
-            exit_code=check.exit_code,
-            stderr=check.stderr[-2000:],
+            Tool(
+                name="bash",
+                command="check prediction.csv",
+                exit_code=check.exit_code,
+                stderr=check.stderr[-2000:],
+            )
         )
         if check.exit_code != 0:
             return self._fail(
@@ -71,7 +74,7 @@ class GoldAgent:
                 f"prediction check failed ({check.status}, "
                 f"exit {check.exit_code}): {check.stderr.strip()[-200:]}",
             )
-        ctx.events.emit("submit", path=f"{OUTPUT_DIR}/prediction.csv")
+        ctx.events.emit(Submit(path=f"{OUTPUT_DIR}/prediction.csv"))
         return AgentResult(
             end_state="submitted",
             submitted_path=f"{OUTPUT_DIR}/prediction.csv",
@@ -81,7 +84,7 @@ class GoldAgent:
 
     @staticmethod
     def _fail(ctx: AgentContext, actions: int, t0: float, error: str) -> AgentResult:
-        ctx.events.emit("error", message=error)
+        ctx.events.emit(Error(message=error))
         return AgentResult(
             end_state="runtime_error",
             tool_actions=actions,

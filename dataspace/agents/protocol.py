@@ -63,6 +63,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass, fields
 
+from dataspace.errors import ConfigError, InfrastructureError
+from dataspace.status import ENDPOINT_UNREACHABLE
+
 DEFAULT_PROTOCOL = "official"
 
 
@@ -152,4 +155,45 @@ def get_profile(name: str) -> ProtocolProfile:
         raise ValueError(f"unknown protocol {name!r} (known: {known})") from None
 
 
-__all__ = ["DEFAULT_PROTOCOL", "EXTENDED", "OFFICIAL", "PROFILES", "ProtocolProfile", "get_profile"]
+def end_on_outage(harness: str, error: str, protocol: object) -> str:
+    """The error of an attempt that a model-endpoint outage ended (relayed harnesses).
+
+    The same rule as the metered client's: under a profile whose failed model requests end
+    the attempt (``sdk_default_retries``: official) the outcome stays ``runtime_error`` and
+    the caller marks its result ``endpoint_unreachable`` with the returned error; otherwise
+    (extended) the outage is an infrastructure fault with code ``endpoint_unreachable``.
+
+    Args:
+        harness: the harness's name (the error's prefix).
+        error: the relay's ``unreachable_error``.
+        protocol: the attempt's ``protocol`` setting (a name, a profile or None).
+
+    Raises:
+        InfrastructureError: code ``endpoint_unreachable``, unless the profile says
+            exhausted model retries are the agent's outcome.
+
+    >>> end_on_outage("codex", "model endpoint x unreachable: refused", "official")
+    'codex: model endpoint x unreachable: refused'
+    """
+    message = f"{harness}: {error}"[:500]
+    if isinstance(protocol, ProtocolProfile):
+        rules = protocol
+    else:
+        try:
+            rules = get_profile(DEFAULT_PROTOCOL if protocol is None else str(protocol))
+        except ValueError as exc:
+            raise ConfigError(f"{harness}: {exc}") from None
+    if not rules.sdk_default_retries:
+        raise InfrastructureError(message, code=ENDPOINT_UNREACHABLE)
+    return message
+
+
+__all__ = [
+    "DEFAULT_PROTOCOL",
+    "EXTENDED",
+    "OFFICIAL",
+    "PROFILES",
+    "ProtocolProfile",
+    "end_on_outage",
+    "get_profile",
+]

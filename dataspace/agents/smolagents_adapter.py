@@ -46,6 +46,7 @@ from dataspace.agents._smol_bridge import SandboxBridge
 from dataspace.agents.base import AgentContext, AgentResult, SandboxNeeds, unknown_settings
 from dataspace.errors import ConfigError, InfrastructureError, SandboxError
 from dataspace.sandbox.base import OUTPUT_DIR
+from dataspace.traces import AgentEnd, AgentStart, Error, HarnessTrace
 
 logger = logging.getLogger(__name__)
 
@@ -180,13 +181,14 @@ class SmolagentsAgent:
 
     def run(self, ctx: AgentContext) -> AgentResult:
         """Run smolagents on one task to an end state."""
+        from dataspace.agents.protocol import end_on_outage
         from dataspace.llm.client import (
             DEFAULT_MAX_OUTPUT_TOKENS,
             DEFAULT_REQUEST_TIMEOUT,
             MeteredClient,
             RetryPolicy,
         )
-        from dataspace.llm.relay import Relay, end_on_outage
+        from dataspace.llm.relay import Relay
 
         t0 = time.monotonic()
         merged = {**self._defaults, **dict(ctx.settings)}
@@ -198,7 +200,7 @@ class SmolagentsAgent:
                 if model is None
                 else f"smolagents settings: unknown keys {extra} (allowed: {sorted(_ALLOWED)})"
             )
-            ctx.events.emit("error", message=msg)
+            ctx.events.emit(Error(message=msg))
             return AgentResult(end_state="runtime_error", error=msg)
         try:
             retry = RetryPolicy.from_settings(merged.get("retry"))
@@ -259,18 +261,19 @@ class SmolagentsAgent:
             "pid_file": f"{RUNTIME_DIR}/pid",
         }
         ctx.events.emit(
-            "agent_start",
-            harness=self.name,
-            model=model.id,
-            base_url=model.base_url,
-            prompt_contract=PROMPT_CONTRACT_VERSION,
-            user_prompt=relation_prompt(ctx.task.task_id, ctx.task.question),
-            limits={
-                "model_turns": lim.model_turns,
-                "tool_actions": lim.tool_actions,
-                "wall_seconds": lim.wall_seconds,
-                "command_timeout": lim.command_timeout,
-            },
+            AgentStart(
+                harness=self.name,
+                model=model.id,
+                base_url=model.base_url,
+                prompt_contract=PROMPT_CONTRACT_VERSION,
+                user_prompt=relation_prompt(ctx.task.task_id, ctx.task.question),
+                limits={
+                    "model_turns": lim.model_turns,
+                    "tool_actions": lim.tool_actions,
+                    "wall_seconds": lim.wall_seconds,
+                    "command_timeout": lim.command_timeout,
+                },
+            )
         )
         res = None
         try:
@@ -354,25 +357,27 @@ class SmolagentsAgent:
         usage = client.snapshot()
         working = max(0.0, time.monotonic() - t0 - excluded())
         ctx.events.emit(
-            "harness_trace",
-            state=state,
-            smolagents_version=trace.get("smolagents_version"),
-            harness_usage=trace.get("usage"),
-            steps=trace.get("steps"),
-            error=trace.get("error"),
-            exit_code=None if res is None else res.exit_code,
-            stderr=None if res is None else res.stderr[-4000:],
+            HarnessTrace(
+                state=state,
+                smolagents_version=trace.get("smolagents_version"),
+                harness_usage=trace.get("usage"),
+                steps=trace.get("steps"),
+                error=trace.get("error"),
+                exit_code=None if res is None else res.exit_code,
+                stderr=None if res is None else res.stderr[-4000:],
+            )
         )
         ctx.events.emit(
-            "agent_end",
-            end_state=status,
-            model_turns=relay.calls,
-            tool_actions=actions,
-            submitted_path=submitted,
-            error=error,
-            working_seconds=round(working, 6),
-            usage=usage.to_dict(),
-            bridge_requests=bridge.requests,
+            AgentEnd(
+                end_state=status,
+                model_turns=relay.calls,
+                tool_actions=actions,
+                submitted_path=submitted,
+                error=error,
+                working_seconds=round(working, 6),
+                usage=usage.to_dict(),
+                bridge_requests=bridge.requests,
+            )
         )
         return AgentResult(
             end_state=status,

@@ -4,6 +4,6 @@ A proposed primary cause per failed attempt (Table 13), confirmed or revised by 
 researcher, counted in the report (Figure 7).
 """
 
-from dataspace.audit.taxonomy import STAGES, SUBTYPES, SYMPTOMS, Subtype, symptom_of
+from dataspace.failure_taxonomy import STAGES, SUBTYPES, SYMPTOMS, Subtype, symptom_of
 
 __all__ = ["STAGES", "SUBTYPES", "SYMPTOMS", "Subtype", "symptom_of"]

@@ -18,8 +18,8 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
-from dataspace.audit.taxonomy import STAGES, SUBTYPE_BY_CODE, SUBTYPES
 from dataspace.errors import ConfigError
+from dataspace.failure_taxonomy import STAGES, SUBTYPE_BY_CODE, SUBTYPES
 
 logger = logging.getLogger(__name__)
 

@@ -24,8 +24,8 @@ from datetime import UTC, datetime
 from typing import Any
 
 from dataspace.ask import Rejection, ask, extract_json, retry_messages
-from dataspace.audit.taxonomy import STAGES, SUBTYPE_BY_CODE, SUBTYPES, symptom_of
 from dataspace.errors import ConfigError, ReplyError
+from dataspace.failure_taxonomy import STAGES, SUBTYPE_BY_CODE, SUBTYPES, symptom_of
 
 logger = logging.getLogger(__name__)
 

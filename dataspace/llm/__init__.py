@@ -15,7 +15,7 @@ from dataspace.llm.client import (
     parse_retry_after,
 )
 from dataspace.llm.limiter import LocalLimiter, endpoint_key, get_limiter
-from dataspace.llm.models import load_models, parse_model
+from dataspace.llm.models import ModelSpec, load_models, parse_model
 from dataspace.llm.usage import Prices, TokenCounts, cost_usd, token_counts
 
 __all__ = [
@@ -25,6 +25,7 @@ __all__ = [
     "MeteredClient",
     "ModelDeadlineError",
     "ModelRequestError",
+    "ModelSpec",
     "Prices",
     "RetryPolicy",
     "TokenCounts",

@@ -41,12 +41,12 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from dataspace.agents.base import EventLog, Usage
 from dataspace.errors import AgentError, ConfigError, InfrastructureError, ReplyError
 from dataspace.llm.limiter import Limiter, model_limiter
+from dataspace.llm.models import DEFAULT_CONNECT_TIMEOUT
 from dataspace.llm.usage import Prices, TokenCounts, cost_usd, token_counts
-from dataspace.runs.spec import DEFAULT_CONNECT_TIMEOUT
-from dataspace.runs.status import ENDPOINT_UNREACHABLE
+from dataspace.status import ENDPOINT_UNREACHABLE
+from dataspace.traces import EventLog, ModelCall, ModelRetry, Usage
 
 logger = logging.getLogger(__name__)
 
@@ -510,11 +510,12 @@ class MeteredClient:
             logger.info("model call failed (%s); retry %d in %.2f s", failure, retries, delay)
             if self.events is not None:
                 self.events.emit(
-                    "model_retry",
-                    retry=retries,
-                    error=failure,
-                    delay_seconds=round(delay, 3),
-                    request_seconds=round(elapsed, 3),
+                    ModelRetry(
+                        retry=retries,
+                        error=failure,
+                        delay_seconds=round(delay, 3),
+                        request_seconds=round(elapsed, 3),
+                    )
                 )
             self._sleep(delay)
             retry_seconds += elapsed + delay
@@ -590,17 +591,18 @@ class MeteredClient:
             self.queue_seconds += queue_seconds
         if self.events is not None:
             self.events.emit(
-                "model_call",
-                model=self.model.id,
-                input_tokens=tokens.input_tokens,
-                cached_input_tokens=tokens.cached_input_tokens,
-                output_tokens=tokens.output_tokens,
-                reasoning_tokens=tokens.reasoning_tokens,
-                cost_usd=call.cost_usd,
-                latency_seconds=round(latency, 6),
-                retries=retries,
-                retry_seconds=round(retry_seconds, 6),
-                queue_seconds=round(queue_seconds, 6),
+                ModelCall(
+                    model=self.model.id,
+                    input_tokens=tokens.input_tokens,
+                    cached_input_tokens=tokens.cached_input_tokens,
+                    output_tokens=tokens.output_tokens,
+                    reasoning_tokens=tokens.reasoning_tokens,
+                    cost_usd=call.cost_usd,
+                    latency_seconds=round(latency, 6),
+                    retries=retries,
+                    retry_seconds=round(retry_seconds, 6),
+                    queue_seconds=round(queue_seconds, 6),
+                )
             )
         if self.on_call is not None:
             self.on_call(self.snapshot())

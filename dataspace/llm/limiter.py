@@ -30,7 +30,7 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 
 from dataspace.errors import InfrastructureError
-from dataspace.runs.spec import DEFAULT_MAX_CONCURRENCY
+from dataspace.llm.models import DEFAULT_MAX_CONCURRENCY
 
 logger = logging.getLogger(__name__)
 

@@ -40,10 +40,9 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
-from dataspace.agents.protocol import DEFAULT_PROTOCOL, ProtocolProfile, get_profile
-from dataspace.errors import ConfigError, InfrastructureError
+from dataspace.errors import InfrastructureError
 from dataspace.llm.client import DEFAULT_MAX_OUTPUT_TOKENS
-from dataspace.runs.status import ENDPOINT_UNREACHABLE
+from dataspace.status import ENDPOINT_UNREACHABLE
 
 logger = logging.getLogger(__name__)
 
@@ -260,39 +259,6 @@ class Relay:
         self.close()
 
 
-def end_on_outage(harness: str, error: str, protocol: object) -> str:
-    """The error of an attempt that a model-endpoint outage ended (relayed harnesses).
-
-    The same rule as the metered client's: under a profile whose failed model requests end
-    the attempt (``sdk_default_retries``: official) the outcome stays ``runtime_error`` and
-    the caller marks its result ``endpoint_unreachable`` with the returned error; otherwise
-    (extended) the outage is an infrastructure fault with code ``endpoint_unreachable``.
-
-    Args:
-        harness: the harness's name (the error's prefix).
-        error: the relay's ``unreachable_error``.
-        protocol: the attempt's ``protocol`` setting (a name, a profile or None).
-
-    Raises:
-        InfrastructureError: code ``endpoint_unreachable``, unless the profile says
-            exhausted model retries are the agent's outcome.
-
-    >>> end_on_outage("codex", "model endpoint x unreachable: refused", "official")
-    'codex: model endpoint x unreachable: refused'
-    """
-    message = f"{harness}: {error}"[:500]
-    if isinstance(protocol, ProtocolProfile):
-        rules = protocol
-    else:
-        try:
-            rules = get_profile(DEFAULT_PROTOCOL if protocol is None else str(protocol))
-        except ValueError as exc:
-            raise ConfigError(f"{harness}: {exc}") from None
-    if not rules.sdk_default_retries:
-        raise InfrastructureError(message, code=ENDPOINT_UNREACHABLE)
-    return message
-
-
 def sse_from_completion(payload: Mapping[str, Any]) -> bytes:
     r"""Server-sent events equivalent to one chat completion (content, then usage).
 
@@ -367,4 +333,4 @@ def _handler_for(relay: Relay) -> type[BaseHTTPRequestHandler]:
     return Handler
 
 
-__all__ = ["Relay", "RelayResponse", "end_on_outage", "sse_from_completion"]
+__all__ = ["Relay", "RelayResponse", "sse_from_completion"]

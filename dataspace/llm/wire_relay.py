@@ -37,7 +37,7 @@ Outages: the relay does not retry (the harness does, on its own). ``unreachable`
 endpoint when the last upstream request got no HTTP answer at all (refused, reset, DNS,
 TLS, a timeout before any byte), and ``unreachable_error`` says how; any later answer
 clears it. When the harness ended on such a failure its retries ran out on it: the adapter
-marks the attempt ``endpoint_unreachable`` (see ``outage``).
+marks the attempt ``endpoint_unreachable`` (``dataspace.agents.protocol.end_on_outage``).
 """
 
 from __future__ import annotations
@@ -54,22 +54,21 @@ import threading
 import time
 import urllib.error
 import urllib.request
-from collections.abc import Callable, Iterator, Mapping
-from dataclasses import dataclass
+from collections.abc import Callable, Mapping
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
-from dataspace.agents.base import EventLog, Usage
 from dataspace.errors import InfrastructureError
 from dataspace.llm.usage import Prices, TokenCounts, cost_usd
-from dataspace.runs.status import ENDPOINT_UNREACHABLE
+from dataspace.llm.wires import WIRES, parse_usage
+from dataspace.llm.wires.chat import normalize_finish_line
+from dataspace.status import ENDPOINT_UNREACHABLE
+from dataspace.traces import EventLog, ModelRefused, RelayedCall, Usage
 
 logger = logging.getLogger(__name__)
 
-Wire = Literal["chat", "responses", "messages"]
-WIRES: tuple[str, ...] = ("chat", "responses", "messages")
 MAX_REQUEST_BYTES = 64 * 1024 * 1024
 TRACE_BYTES = 4 * 1024 * 1024
 MAX_IMAGES = 5
@@ -94,15 +93,6 @@ _HOP_HEADERS = {
     "te",
     "upgrade",
 }
-
-
-@dataclass(frozen=True, kw_only=True)
-class CallUsage:
-    """What one relayed call used, as the endpoint reported it."""
-
-    tokens: TokenCounts
-    model: str | None
-    finish: str | None
 
 
 def keep_recent_images(body: Any, max_images: int = MAX_IMAGES) -> tuple[Any, int]:
@@ -149,122 +139,6 @@ def keep_recent_images(body: Any, max_images: int = MAX_IMAGES) -> tuple[Any, in
 
     body["messages"] = replace(body["messages"])
     return body, omit
-
-
-def normalize_finish_line(line: bytes) -> bytes:
-    r"""Map a Chat Completions ``finish_reason: "other"`` to ``"stop"`` in one SSE line.
-
-    >>> normalize_finish_line(b'data: {"choices": [{"finish_reason": "other"}]}\n')
-    b'data: {"choices":[{"finish_reason":"stop"}]}\n'
-    >>> normalize_finish_line(b"data: [DONE]\n")
-    b'data: [DONE]\n'
-    """
-    stripped = line.rstrip(b"\r\n")
-    suffix = line[len(stripped) :]
-    body = stripped[5:].strip() if stripped.startswith(b"data:") else stripped.strip()
-    if not body.startswith(b"{"):
-        return line
-    try:
-        value = json.loads(body)
-    except ValueError:
-        return line
-    changed = False
-    for choice in value.get("choices") or [] if isinstance(value, dict) else []:
-        if isinstance(choice, dict) and choice.get("finish_reason") == "other":
-            choice["finish_reason"] = "stop"
-            changed = True
-    if not changed:
-        return line
-    out = json.dumps(value, ensure_ascii=False, separators=(",", ":")).encode()
-    return (b"data: " + out if stripped.startswith(b"data:") else out) + suffix
-
-
-def _int(v: object) -> int:
-    return int(v) if isinstance(v, int | float) and not isinstance(v, bool) and v > 0 else 0
-
-
-def _events(raw: bytes) -> Iterator[dict[str, Any]]:
-    """JSON objects of an SSE stream (``data:`` lines) or of a plain JSON body."""
-    text = raw.strip()
-    if text.startswith(b"{"):
-        with contextlib.suppress(ValueError):
-            v = json.loads(text)
-            if isinstance(v, dict):
-                yield v
-            return
-    for line in raw.splitlines():
-        line = line.strip()
-        if line.startswith(b"data:"):
-            with contextlib.suppress(ValueError):
-                v = json.loads(line[5:].strip())
-                if isinstance(v, dict):
-                    yield v
-
-
-def parse_usage(wire: str, raw: bytes) -> CallUsage:
-    """Tokens, reply model and finish reason of one reply (streamed or not) of ``wire``."""
-    inp = cached = out = reasoning = 0
-    model: str | None = None
-    finish: str | None = None
-    for ev in _events(raw):
-        if wire == "chat":
-            model = ev.get("model") or model
-            for c in ev.get("choices") or []:
-                if isinstance(c, dict) and c.get("finish_reason"):
-                    finish = str(c["finish_reason"])
-            u = ev.get("usage")
-            if isinstance(u, dict):
-                inp, out = _int(u.get("prompt_tokens")), _int(u.get("completion_tokens"))
-                pd, cd = u.get("prompt_tokens_details"), u.get("completion_tokens_details")
-                cached = _int(pd.get("cached_tokens")) if isinstance(pd, dict) else 0
-                reasoning = _int(cd.get("reasoning_tokens")) if isinstance(cd, dict) else 0
-        elif wire == "responses":
-            resp = ev.get("response") if isinstance(ev.get("response"), dict) else ev
-            if not isinstance(resp, dict):
-                continue
-            model = resp.get("model") or model
-            if ev.get("type", "").endswith((".completed", ".incomplete", ".failed")) or (
-                "usage" in resp and "type" not in ev
-            ):
-                finish = str(resp.get("status") or finish)
-                details = resp.get("incomplete_details")
-                if isinstance(details, dict) and details.get("reason"):
-                    finish = f"incomplete:{details['reason']}"
-            u = resp.get("usage")
-            if isinstance(u, dict):
-                inp, out = _int(u.get("input_tokens")), _int(u.get("output_tokens"))
-                idt, odt = u.get("input_tokens_details"), u.get("output_tokens_details")
-                cached = _int(idt.get("cached_tokens")) if isinstance(idt, dict) else 0
-                reasoning = _int(odt.get("reasoning_tokens")) if isinstance(odt, dict) else 0
-        else:
-            msg = ev.get("message") if ev.get("type") == "message_start" else ev
-            if not isinstance(msg, dict):
-                continue
-            if msg.get("model"):
-                model = str(msg["model"])
-            delta = ev.get("delta")
-            if isinstance(delta, dict) and delta.get("stop_reason"):
-                finish = str(delta["stop_reason"])
-            if msg.get("stop_reason"):
-                finish = str(msg["stop_reason"])
-            u = msg.get("usage") if "usage" in msg else ev.get("usage")
-            if isinstance(u, dict):
-                if "input_tokens" in u:
-                    cached = _int(u.get("cache_read_input_tokens"))
-                    inp = _int(u.get("input_tokens")) + cached
-                    inp += _int(u.get("cache_creation_input_tokens"))
-                if "output_tokens" in u:
-                    out = _int(u.get("output_tokens"))
-    return CallUsage(
-        tokens=TokenCounts(
-            input_tokens=inp,
-            cached_input_tokens=min(cached, inp),
-            output_tokens=out,
-            reasoning_tokens=min(reasoning, out),
-        ),
-        model=model,
-        finish=finish,
-    )
 
 
 def _upstream_url(base: str, path: str) -> str:
@@ -407,9 +281,7 @@ class WireRelay:
             with self._lock:
                 self.refused_models.append(str(asked))
             if self.events is not None:
-                self.events.emit(
-                    "model_refused", wire=self.wire, model=asked, allowed=self.model.id
-                )
+                self.events.emit(ModelRefused(wire=self.wire, model=asked, allowed=self.model.id))
             answer(
                 *self._refusal(
                     400,
@@ -546,24 +418,25 @@ class WireRelay:
         if self.events is not None:
             sent = json.dumps(req, ensure_ascii=False)
             self.events.emit(
-                "model_call",
-                wire=self.wire,
-                status=status,
-                seconds=round(seconds, 6),
-                queue_seconds=round(queued, 6),
-                model=req.get("model"),
-                reply_model=call.model if call else None,
-                finish=call.finish if call else None,
-                input_tokens=tokens.input_tokens,
-                cached_input_tokens=tokens.cached_input_tokens,
-                output_tokens=tokens.output_tokens,
-                reasoning_tokens=tokens.reasoning_tokens,
-                cost_usd=cost,
-                images_omitted=omitted,
-                request=sent[:TRACE_BYTES],
-                request_truncated=len(sent) > TRACE_BYTES,
-                raw=raw[:TRACE_BYTES].decode("utf-8", "replace"),
-                raw_truncated=len(raw) > TRACE_BYTES,
+                RelayedCall(
+                    wire=self.wire,
+                    status=status,
+                    seconds=round(seconds, 6),
+                    queue_seconds=round(queued, 6),
+                    model=req.get("model"),
+                    reply_model=call.model if call else None,
+                    finish=call.finish if call else None,
+                    input_tokens=tokens.input_tokens,
+                    cached_input_tokens=tokens.cached_input_tokens,
+                    output_tokens=tokens.output_tokens,
+                    reasoning_tokens=tokens.reasoning_tokens,
+                    cost_usd=cost,
+                    images_omitted=omitted,
+                    request=sent[:TRACE_BYTES],
+                    request_truncated=len(sent) > TRACE_BYTES,
+                    raw=raw[:TRACE_BYTES].decode("utf-8", "replace"),
+                    raw_truncated=len(raw) > TRACE_BYTES,
+                )
             )
 
     # ---- HTTP fronts -----------------------------------------------------------------------
@@ -691,13 +564,4 @@ def _handler_for(relay: WireRelay) -> type[BaseHTTPRequestHandler]:
     return Handler
 
 
-__all__ = [
-    "MAX_IMAGES",
-    "OMITTED_IMAGE_TEXT",
-    "WIRES",
-    "CallUsage",
-    "WireRelay",
-    "keep_recent_images",
-    "normalize_finish_line",
-    "parse_usage",
-]
+__all__ = ["MAX_IMAGES", "OMITTED_IMAGE_TEXT", "WireRelay", "keep_recent_images"]

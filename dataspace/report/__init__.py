@@ -2,10 +2,12 @@
 
 One module per concept: ``load`` (reading runs), ``tables`` and ``characteristics`` (the
 numbers), ``plots`` (figures), ``page`` (HTML building blocks), ``render`` (the report's
-HTML and Markdown), ``tracepages`` (an attempt's trace page, over ``dataspace.traces``,
-and writing every attempt's page for a report, in threads or worker processes),
-``build`` (putting it together; ``dataspace report``) and ``basic`` (the page written
-at the end of a run when the full report cannot be built). Test data lives in
+HTML and Markdown), ``conversation`` and ``native_trace`` (reading an attempt's trace,
+``dataspace.traces``, into what a reader follows), ``trace_render`` (an attempt's trace
+page), ``tracepages`` (writing every attempt's page for a report, in threads or worker
+processes), ``audit`` (the failure audit's section), ``build`` (putting it together;
+``dataspace report``) and ``basic`` (the page written at the end of a run when the full
+report cannot be built). Test data lives in
 ``dataspace.testing.synthetic``.
 
 >>> from dataspace.report import build_report  # doctest: +SKIP

@@ -215,7 +215,7 @@ def build_from_sources(
 
 
 def _audit_html(sources: Sequence[RunSource]) -> str:
-    from dataspace.audit.report import audit_section_html, read_audits
+    from dataspace.report.audit import audit_section_html, read_audits
 
     return audit_section_html([doc for s in sources for doc in read_audits(s)])
 

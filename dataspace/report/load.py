@@ -195,7 +195,7 @@ def _with_results_on_disk(
     import pandas as pd
 
     from dataspace.runs.results import ResultRow, read_results, rows_to_parquet
-    from dataspace.runs.status import UNFINISHED_STATUSES
+    from dataspace.status import UNFINISHED_STATUSES
 
     if df.empty or "key" not in df.columns:
         return df, summary

@@ -24,8 +24,8 @@ from collections.abc import Mapping, Sequence
 from typing import Any, NamedTuple
 
 from dataspace.report.characteristics import CHARACTERISTICS, Grouping
-from dataspace.runs.status import AttemptStatus
 from dataspace.stats import pass_at_k
+from dataspace.status import AttemptStatus
 
 logger = logging.getLogger(__name__)
 

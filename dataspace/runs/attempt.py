@@ -28,7 +28,7 @@ from dataspace.runs.keys import attempt_keys
 from dataspace.runs.layout import RunLayout
 from dataspace.runs.results import ResultRow, row_identity
 from dataspace.runs.spec import AgentSpec, SandboxConfig
-from dataspace.traces import TRACE_SCHEMA
+from dataspace.traces import TRACE_SCHEMA, AttemptStart
 
 logger = logging.getLogger(__name__)
 
@@ -158,14 +158,15 @@ def _run_attempt(req: AttemptRequest, workdir: Path) -> ResultRow:
     )
     events = EventLog(workdir / "events.jsonl")
     events.emit(
-        "attempt_start",
-        schema=TRACE_SCHEMA,
-        task=req.task_id,
-        agent=req.agent.name,
-        attempt=req.attempt,
-        try_index=req.try_index,
-        key=req.key,
-        question=task.question,
+        AttemptStart(
+            schema=TRACE_SCHEMA,
+            task=req.task_id,
+            agent=req.agent.name,
+            attempt=req.attempt,
+            try_index=req.try_index,
+            key=req.key,
+            question=task.question,
+        )
     )
     sandbox = None
     sandbox_info: dict[str, Any] = {}

@@ -76,7 +76,7 @@ from dataspace.runs.spec import (
     sandbox_identity,
     spec_key,
 )
-from dataspace.runs.status import ENDPOINT_UNREACHABLE, UNFINISHED_STATUSES, AttemptStatus
+from dataspace.status import ENDPOINT_UNREACHABLE, UNFINISHED_STATUSES, AttemptStatus
 
 logger = logging.getLogger(__name__)
 

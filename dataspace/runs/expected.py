@@ -32,7 +32,7 @@ from typing import Any, Protocol, TypeVar
 
 from dataspace.errors import DataSpaceError, NotFoundError
 from dataspace.runs.spec import AgentSpec, RunSpec
-from dataspace.runs.status import AttemptStatus
+from dataspace.status import AttemptStatus
 
 logger = logging.getLogger(__name__)
 

@@ -20,7 +20,7 @@ from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from dataspace.runs.status import ENDPOINT_UNREACHABLE, AttemptStatus
+from dataspace.status import ENDPOINT_UNREACHABLE, AttemptStatus
 
 RESULTS_SCHEMA_VERSION = "1.1"  # 1.1 adds the columns after ``verdict``; 1.0 still reads
 PHASES = ("queue", "staging", "sandbox_start", "agent", "collect", "evaluation", "upload")

@@ -26,18 +26,19 @@ protocol profile, limits, sandbox runtime, attempts, task selection), not how fa
 
 from __future__ import annotations
 
-import difflib
 import hashlib
 import json
 import re
 from collections.abc import Iterator, Mapping
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any, NoReturn
+from typing import Any
 
 from dataspace.errors import ConfigError
 from dataspace.limits import AGENT_FIELDS, DEFAULT_LIMITS, Limits, format_size
+from dataspace.llm.models import ModelSpec, parse_model_entry
 from dataspace.sandbox import DEFAULT_BACKEND
+from dataspace.validation import Reader
 
 SPEC_SCHEMA_VERSION = "1.0"
 _NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._@+-]{0,127}$")
@@ -48,7 +49,6 @@ _PLACEHOLDER_RE = re.compile(
     r"(?<![A-Za-z0-9])(FILL[_-]?IN|CHANGE[_-]?ME|REPLACE[_-]?ME)(?![A-Za-z0-9])"
     r"|^\s*<[^<>]+>\s*$"
 )
-_ENV_NAME_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 
 
 MIN_MEMORY_BYTES = 256 * 1024**2
@@ -130,32 +130,6 @@ def is_placeholder(value: str) -> bool:
     (True, False)
     """
     return bool(_PLACEHOLDER_RE.search(value))
-
-
-DEFAULT_MAX_CONCURRENCY = 8
-"""Requests in flight at once to one endpoint when its model sets no ``max_concurrency``."""
-DEFAULT_CONNECT_TIMEOUT = 10.0
-"""Seconds to open a connection to a model endpoint when its model sets no timeout."""
-
-
-@dataclass(frozen=True, kw_only=True)
-class ModelSpec:
-    """A model behind an OpenAI-compatible endpoint, with prices per million tokens."""
-
-    id: str
-    base_url: str | None = None
-    key_env: str | None = None
-    price_input: float = 0.0
-    price_cached_input: float = 0.0
-    price_output: float = 0.0
-    max_concurrency: int = DEFAULT_MAX_CONCURRENCY
-    connect_timeout: float = DEFAULT_CONNECT_TIMEOUT
-    read_timeout: float | None = None  # None: the harness's request_timeout
-
-    @property
-    def endpoint_identity(self) -> dict[str, Any]:
-        """What of the model decides outcomes: its id and endpoint (not prices or pace)."""
-        return {"id": self.id, "base_url": self.base_url}
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -457,7 +431,6 @@ _MAX_RETRIES = 1_000
 _MAX_SECONDS = 30 * 24 * 3600.0
 _MAX_CPUS = 4096.0
 _MAX_PIDS = 4_194_304  # the kernel's largest pid_max
-_MODEL_KEYS = {"id", "base_url", "key_env", "prices", "max_concurrency", "timeouts"}
 
 
 def spec_key(identity_path: str) -> str:
@@ -493,47 +466,6 @@ def _agent(r: _Reader, obj: object, where: str) -> AgentSpec:
         model = parse_model_entry(r, d["model"], f"{where}.model")
     settings = r.mapping(d.get("settings", {}), f"{where}.settings")
     return AgentSpec(name=name, harness=harness, model=model, settings=settings)
-
-
-def parse_model_entry(r: _Reader, obj: object, where: str) -> ModelSpec:
-    """One model mapping (id, base_url, key_env, prices, max_concurrency, timeouts)."""
-    md = ModelSpec(id="x")
-    m = r.mapping(obj, where)
-    r.no_extra(m, _MODEL_KEYS, where)
-    prices = r.mapping(m.get("prices", {}), f"{where}.prices")
-    r.no_extra(prices, {"input", "cached_input", "output"}, f"{where}.prices")
-    timeouts = r.mapping(m.get("timeouts", {}), f"{where}.timeouts")
-    r.no_extra(timeouts, {"connect", "read"}, f"{where}.timeouts")
-    key_env = r.optional_string(m.get("key_env"), f"{where}.key_env")
-    if key_env is not None and not _ENV_NAME_RE.match(key_env):
-        r.fail(
-            f"{where}.key_env",
-            "must be the NAME of the environment variable holding the key (letters, digits, "
-            "_), never the key itself",
-        )
-    read = timeouts.get("read")
-    return ModelSpec(
-        id=r.string(m.get("id"), f"{where}.id"),
-        base_url=r.optional_string(m.get("base_url"), f"{where}.base_url"),
-        key_env=key_env,
-        price_input=r.number(prices.get("input", 0), f"{where}.prices.input"),
-        price_cached_input=r.number(
-            prices.get("cached_input", prices.get("input", 0)), f"{where}.prices.cached_input"
-        ),
-        price_output=r.number(prices.get("output", 0), f"{where}.prices.output"),
-        max_concurrency=r.positive_int(
-            m.get("max_concurrency", md.max_concurrency), f"{where}.max_concurrency"
-        ),
-        connect_timeout=r.positive(
-            timeouts.get("connect", md.connect_timeout), f"{where}.timeouts.connect"
-        ),
-        read_timeout=None if read is None else r.positive(read, f"{where}.timeouts.read"),
-    )
-
-
-def read_model(obj: object, *, source: str, where: str) -> ModelSpec:
-    """One model mapping read from ``source`` (a models file, a spec); errors name the key."""
-    return parse_model_entry(_Reader(source), obj, where)
 
 
 def _placeholders(v: object, key: str) -> Iterator[tuple[str, str]]:
@@ -575,28 +507,8 @@ def _fill_hint(key: str) -> str:
     return next((hint for pattern, hint in _FILL_HINTS if pattern.search(key)), "the real value")
 
 
-class _Reader:
-    def __init__(self, source: str) -> None:
-        self.source = source
-
-    def fail(self, key: str, problem: str) -> NoReturn:
-        raise ConfigError(f"{self.source}: {key}: {problem}")
-
-    def mapping(self, v: object, key: str) -> dict[str, Any]:
-        if not isinstance(v, Mapping):
-            self.fail(key, f"must be a mapping, got {type(v).__name__}")
-        return dict(v)
-
-    def no_extra(self, d: Mapping[str, Any], allowed: set[str], key: str) -> None:
-        extra = sorted(set(d) - allowed, key=str)
-        if not extra:
-            return
-        bad = extra[0]
-        where = bad if key == "spec" else f"{key}.{bad}"
-        close = difflib.get_close_matches(str(bad), sorted(allowed), n=1, cutoff=0.6)
-        hint = f"did you mean {close[0]!r}? " if close else ""
-        more = f" (also unknown: {extra[1:]})" if extra[1:] else ""
-        self.fail(where, f"unknown key; {hint}allowed: {sorted(allowed)}{more}")
+class _Reader(Reader):
+    """The spec's reader: names, sizes and placeholders besides the generic reads."""
 
     def no_placeholders(self, v: object, key: str) -> None:
         """Refuse every placeholder left in ``v`` at once: one line each, with what to put."""
@@ -614,32 +526,11 @@ class _Reader:
             + "\n".join(f"  {line}" for line in lines)
         )
 
-    def string(self, v: object, key: str) -> str:
-        if not isinstance(v, str) or not v.strip():
-            self.fail(key, f"must be a non-empty string, got {v!r}")
-        return v
-
-    def optional_string(self, v: object, key: str) -> str | None:
-        return None if v is None else self.string(v, key)
-
     def name(self, v: object, key: str) -> str:
         s = self.string(v, key)
         if not _NAME_RE.match(s):
             self.fail(key, f"{s!r} must be letters, digits and . _ @ + - (max 128)")
         return s
-
-    def number(self, v: object, key: str) -> float:
-        if isinstance(v, bool) or not isinstance(v, int | float) or v < 0:
-            self.fail(key, f"must be a non-negative number, got {v!r}")
-        return float(v)
-
-    def positive(self, v: object, key: str, *, maximum: float | None = None) -> float:
-        x = self.number(v, key)
-        if x <= 0:
-            self.fail(key, f"must be positive, got {v!r}")
-        if maximum is not None and x > maximum:
-            self.fail(key, f"{v!r} is more than the largest accepted value, {maximum:g}")
-        return x
 
     def size(
         self, d: Mapping[str, Any], name: str, default: int, section: str, *, minimum: int
@@ -648,17 +539,6 @@ class _Reader:
         if name not in d:
             return default
         return parse_size(d[name], what=f"{self.source}: {section}.{name}", minimum=minimum)
-
-    def positive_int(
-        self, v: object, key: str, *, allow_zero: bool = False, maximum: int | None = None
-    ) -> int:
-        if isinstance(v, bool) or not isinstance(v, int) or v < (0 if allow_zero else 1):
-            self.fail(
-                key, f"must be a {'non-negative' if allow_zero else 'positive'} integer, got {v!r}"
-            )
-        if maximum is not None and v > maximum:
-            self.fail(key, f"{v!r} is more than the largest accepted value, {maximum}")
-        return v
 
 
 __all__ = [
@@ -676,7 +556,6 @@ __all__ = [
     "load_spec",
     "parse_size",
     "parse_spec",
-    "read_model",
     "sandbox_identity",
     "spec_key",
 ]

@@ -18,11 +18,12 @@ from typing import Any
 
 import pytest
 
-from dataspace.agents.base import EventLog
 from dataspace.llm.wire_relay import WireRelay
+from dataspace.report.conversation import conversation
+from dataspace.report.native_trace import native_events
 from dataspace.runs.spec import ModelSpec
 from dataspace.testing.scripted_server import ScriptedServer
-from dataspace.traces import USAGE_FIELDS, conversation, native_events, read_events
+from dataspace.traces import USAGE_FIELDS, AgentStart, EventLog, read_events
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "traces"
 
@@ -166,7 +167,7 @@ def test_the_chat_wire_through_a_real_relay(tmp_path):
     with ScriptedServer({"task_7": script}) as srv:
         model = ModelSpec(id="backbone", base_url=srv.url, key_env=None, price_input=1.0)
         events = EventLog(tmp_path / "events.jsonl")
-        events.emit("agent_start", harness="grok-build", wire="chat")  # as the runner does
+        events.emit(AgentStart(harness="grok-build", wire="chat"))  # as the runner does
         with WireRelay(
             wire="chat", model=model, upstream_base=srv.url, events=events, api_key="k"
         ) as relay:

@@ -23,8 +23,8 @@ from k8s_support import IMAGE_BINDS, NAMESPACE
 
 from dataspace.runs.attempt import AttemptRequest, run_attempt
 from dataspace.runs.spec import AgentSpec, Limits, ModelSpec, SandboxConfig
-from dataspace.runs.status import AttemptStatus
 from dataspace.sandbox.kubernetes import BASE_PATH, register
+from dataspace.status import AttemptStatus
 from dataspace.testing.fake_k8s import FakeKubernetes, chroot_runtime_available
 from dataspace.testing.releases import write_tiny_release
 from dataspace.testing.scripted_server import ScriptedServer

@@ -10,17 +10,13 @@ from typing import Any
 
 import pytest
 
-from dataspace.agents.base import EventLog
+from dataspace.llm.models import ModelSpec
 from dataspace.llm.usage import Prices, TokenCounts, cost_usd
-from dataspace.llm.wire_relay import (
-    OMITTED_IMAGE_TEXT,
-    WireRelay,
-    keep_recent_images,
-    parse_usage,
-)
-from dataspace.runs.spec import ModelSpec
+from dataspace.llm.wire_relay import OMITTED_IMAGE_TEXT, WireRelay, keep_recent_images
+from dataspace.llm.wires import parse_usage
 from dataspace.testing.scripted_server import ScriptedServer
 from dataspace.testing.scripted_wire import ScriptedMessagesServer, ScriptedResponsesServer
+from dataspace.traces import EventLog
 
 pytestmark = pytest.mark.llm
 

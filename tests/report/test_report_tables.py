@@ -31,6 +31,10 @@ MODULES = [
     "build",
     "tables",
     "tracepages",
+    "trace_render",
+    "conversation",
+    "native_trace",
+    "audit",
 ]
 
 

@@ -23,8 +23,8 @@ from dataspace.runs.results import (
     rows_to_parquet,
 )
 from dataspace.runs.spec import SandboxConfig, fingerprint, load_spec, parse_spec
-from dataspace.runs.status import AttemptStatus
 from dataspace.sandbox import Limits as SandboxLimits
+from dataspace.status import AttemptStatus
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "runs"
 OFFICIAL = Path(os.environ.get("DATASPACE_OFFICIAL_REPO", "/work/.mirror/HKUSTDial+DataSpace/repo"))

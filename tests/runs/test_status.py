@@ -3,7 +3,7 @@
 from dataspace.agents import END_STATES
 from dataspace.report.tables import INFRA_STATUS, NO_OUTCOME, NOT_SCHEDULED
 from dataspace.runs.controller import SKIPPED, UNFINISHED
-from dataspace.runs.status import AGENT_END_STATES, AttemptStatus
+from dataspace.status import AGENT_END_STATES, AttemptStatus
 
 
 def test_statuses_are_the_agent_end_states_and_the_runs_own():

@@ -69,6 +69,7 @@ from dataspace.agents.native.install import (
 from dataspace.errors import ConfigError, InfrastructureError, SandboxError
 from dataspace.llm.client import DEFAULT_MAX_OUTPUT_TOKENS
 from dataspace.sandbox.base import OUTPUT_DIR, RELAY_DIR, WORKSPACE_DIR
+from dataspace.traces import AgentEnd, AgentStart, Error, HarnessOutput
 
 logger = logging.getLogger(__name__)
 
@@ -250,8 +251,8 @@ class NativeHarness:
 
     def run(self, ctx: AgentContext) -> AgentResult:
         """Run the CLI on one task to an end state."""
+        from dataspace.agents.protocol import end_on_outage
         from dataspace.agents.smolagents_adapter import relation_prompt
-        from dataspace.llm.relay import end_on_outage
         from dataspace.llm.wire_relay import WireRelay
 
         t0 = time.monotonic()
@@ -275,7 +276,7 @@ class NativeHarness:
             else:
                 problem = self._check_install(ctx, path)
         if problem is not None:
-            ctx.events.emit("error", message=problem)
+            ctx.events.emit(Error(message=problem))
             return AgentResult(end_state="runtime_error", error=problem)
         assert path is not None and model is not None
         try:
@@ -291,7 +292,7 @@ class NativeHarness:
                 **self.relay_options(merged),
             )
         except ValueError as exc:
-            ctx.events.emit("error", message=str(exc))
+            ctx.events.emit(Error(message=str(exc)))
             return AgentResult(end_state="runtime_error", error=str(exc))
         plan = Plan(
             task_id=ctx.task.task_id,
@@ -313,7 +314,7 @@ class NativeHarness:
             argv = self.command(plan)
         except ValueError as exc:
             relay.close()
-            ctx.events.emit("error", message=str(exc))
+            ctx.events.emit(Error(message=str(exc)))
             return AgentResult(end_state="runtime_error", error=str(exc))
         env = {
             "HOME": HOME_DIR,
@@ -347,26 +348,27 @@ class NativeHarness:
             "pid_file": f"{RUNTIME_DIR}/supervisor.pid",
         }
         ctx.events.emit(
-            "agent_start",
-            harness=self.name,
-            model=model.id,
-            wire=self.wire,
-            version=self._version,
-            prompt_contract="relation-v2",
-            upstream=upstream,
-            limits={"wall_seconds": ctx.limits.wall_seconds, "grace_seconds": grace},
-            harness_config={
-                "files": {k: v.replace(relay.token, "<relay-token>") for k, v in files.items()},
-                "command": [a.replace(relay.token, "<relay-token>") for a in argv],
-                "environment_keys": sorted(env),
-                "relay_path": (
-                    f"unix socket bound at {RELAY_DIR}"
-                    if path.unix is not None
-                    else f"tcp to {path.address}, ports {_ports_text(path.ports or ())}"
-                ),
-                "harness_from": "sandbox image" if path.in_image else "host install, bound",
-                **self.policy(plan),
-            },
+            AgentStart(
+                harness=self.name,
+                model=model.id,
+                wire=self.wire,
+                version=self._version,
+                prompt_contract="relation-v2",
+                upstream=upstream,
+                limits={"wall_seconds": ctx.limits.wall_seconds, "grace_seconds": grace},
+                harness_config={
+                    "files": {k: v.replace(relay.token, "<relay-token>") for k, v in files.items()},
+                    "command": [a.replace(relay.token, "<relay-token>") for a in argv],
+                    "environment_keys": sorted(env),
+                    "relay_path": (
+                        f"unix socket bound at {RELAY_DIR}"
+                        if path.unix is not None
+                        else f"tcp to {path.address}, ports {_ports_text(path.ports or ())}"
+                    ),
+                    "harness_from": "sandbox image" if path.in_image else "host install, bound",
+                    **self.policy(plan),
+                },
+            )
         )
         sb = ctx.sandbox
         outcome: Outcome | None = None
@@ -422,26 +424,28 @@ class NativeHarness:
         usage = relay.snapshot()
         working = time.monotonic() - t0
         ctx.events.emit(
-            "harness_output",
-            harness=self.name,
-            exit_code=outcome.exit_code,
-            timed_out=outcome.timed_out,
-            signal=outcome.signal,
-            stdout=outcome.stdout,
-            stderr=outcome.stderr[-8000:],
+            HarnessOutput(
+                harness=self.name,
+                exit_code=outcome.exit_code,
+                timed_out=outcome.timed_out,
+                signal=outcome.signal,
+                stdout=outcome.stdout,
+                stderr=outcome.stderr[-8000:],
+            )
         )
         submitted = _scored_path(sb) if end_state == "submitted" else None
         ctx.events.emit(
-            "agent_end",
-            end_state=end_state,
-            model_turns=turns,
-            tool_actions=actions,
-            submitted_path=submitted,
-            error=error,
-            working_seconds=round(working, 6),
-            usage=usage.to_dict(),
-            relay_calls=relay.calls,
-            refused_models=relay.refused_models,
+            AgentEnd(
+                end_state=end_state,
+                model_turns=turns,
+                tool_actions=actions,
+                submitted_path=submitted,
+                error=error,
+                working_seconds=round(working, 6),
+                usage=usage.to_dict(),
+                relay_calls=relay.calls,
+                refused_models=relay.refused_models,
+            )
         )
         return AgentResult(
             end_state=end_state,

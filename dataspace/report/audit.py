@@ -13,7 +13,7 @@ from collections import Counter
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from dataspace.audit.taxonomy import STAGES, SUBTYPE_BY_CODE, SUBTYPES, SYMPTOMS
+from dataspace.failure_taxonomy import STAGES, SUBTYPE_BY_CODE, SUBTYPES, SYMPTOMS
 
 logger = logging.getLogger(__name__)
 
