@@ -250,7 +250,8 @@ class DockerSandbox(Sandbox):
             return
         spared = self._spared()
         for _ in range(200):  # what a fork loop makes meanwhile dies in a later round
-            found = [p for p, s in _daemon.members(self._namespace) if s >= since and p not in spared]
+            members = _daemon.members(self._namespace)
+            found = [pid for pid, start in members if start >= since and pid not in spared]
             if not found:
                 return
             for pid in found:
