@@ -9,7 +9,8 @@ read-only at ``RELAY_DIR`` (``--network none`` keeps the loopback interface, so 
 forwarder inside can listen on 127.0.0.1), a harness's install read-only under ``/opt``,
 the environment of the official image and labels naming the controller (pid and start
 time) for ``sweep``. The container's PID 1 is Docker's init, which reaps orphans and runs
-``sleep infinity`` (the keeper).
+``sleep infinity`` (the keeper); both run as root without a capability, so the sandbox
+user cannot signal them (a harness's ``kill -9 -1`` leaves the container up).
 
 **Exec.** ``docker exec --user 65534:65534`` with the command's folder and variables. At
 its limit the controller kills, from this host, every process of the container started
@@ -163,7 +164,7 @@ class DockerSandbox(Sandbox):
             "--security-opt", "no-new-privileges", "--ipc", "private",
             "--pids-limit", str(limits.pids), "--cpus", f"{self.cpus:g}",
             "--memory", f"{limits.memory_bytes}b", "--memory-swap", f"{limits.memory_bytes}b",
-            "--user", f"{uid}:{uid}", "--hostname", HOSTNAME, "--workdir", OUTPUT_DIR,
+            "--user", "0:0", "--hostname", HOSTNAME, "--workdir", OUTPUT_DIR,
             "--tmpfs", f"{TMP_DIR}:rw,nosuid,nodev,size={limits.tmp_bytes},mode=1777",
             "--tmpfs", f"{OUTPUT_DIR}:rw,nosuid,nodev,size={limits.output_bytes},mode=0755,"
                        f"uid={uid},gid={uid}",
