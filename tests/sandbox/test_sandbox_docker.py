@@ -257,3 +257,18 @@ def test_a_crashed_controllers_container_is_swept(
     assert subprocess.run(listed, capture_output=True, text=True).stdout.strip()
     assert docker_backend.sweep({"run": run}) == 1
     assert subprocess.run(listed, capture_output=True, text=True).stdout.strip() == ""
+
+
+def test_the_example_spec_is_the_official_baseline_on_docker() -> None:
+    from dataspace.runs.spec import load_spec
+
+    spec = load_spec(REPO / "examples" / "docker-baseline.yaml")
+    assert spec.sandbox.backend == "docker"
+    assert dict(spec.sandbox.options) == {"image": "dataspace-workbench:1.0"}
+    lim = spec.limits
+    assert (lim.cpus, lim.memory_bytes, lim.pids, lim.tmp_bytes) == (
+        4,
+        16 * 1024**3,
+        256,
+        2 * 1024**3,
+    )
