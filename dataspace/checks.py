@@ -46,7 +46,7 @@ class Check:
 def one_line(message: str) -> str:
     """A message on one line (whitespace runs folded).
 
-    >>> one_line("a\\n  b")
+    >>> one_line("a   b")
     'a b'
     """
     return " ".join(message.split())

@@ -17,7 +17,8 @@ def setup_logging(verbose: bool) -> None:
         level=logging.DEBUG if verbose else logging.INFO,
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",
     )
-    for noisy in ("urllib3", "botocore", "boto3", "s3transfer", "kubernetes"):
+    # the HTTP clients' loggers (the kubernetes client library logs each request)
+    for noisy in ("urllib3", "botocore", "boto3", "s3transfer", "kubernetes.client"):
         logging.getLogger(noisy).setLevel(logging.WARNING)
 
 

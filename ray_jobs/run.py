@@ -25,6 +25,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from dataspace.cliargs import POSITIVE_INT
+from dataspace.sandbox import backend_names
 from ray_jobs._common import parse_options, run_main, setup_logging
 
 logger = logging.getLogger(__name__)
@@ -59,7 +60,9 @@ def parse_args(argv: list[str] | None = None) -> RunJobConfig:
         help="where a release given as a store URI is synced (a folder all Ray nodes see)",
     )
     p.add_argument("--ray-address", help="Ray address (default: the cluster of this job)")
-    p.add_argument("--sandbox-backend", help="override sandbox.backend (local, kubernetes)")
+    p.add_argument(
+        "--sandbox-backend", help=f"override sandbox.backend ({', '.join(backend_names())})"
+    )
     p.add_argument("--sandbox-image", help="override sandbox.image")
     p.add_argument(
         "-o",
@@ -73,7 +76,7 @@ def parse_args(argv: list[str] | None = None) -> RunJobConfig:
     p.add_argument(
         "--no-sweep",
         action="store_true",
-        help="keep leftover sandbox pods of the run (kubernetes backend)",
+        help="keep the run's leftover sandboxes (do not sweep them by its run label)",
     )
     p.add_argument("-v", "--verbose", action="store_true")
     a = p.parse_args(argv)
@@ -223,7 +226,7 @@ def report(outcome: Any, swept: int) -> int:
     if outcome.infra_failures:
         print(f"  infrastructure failures retried: {len(outcome.infra_failures)}")
     if swept:
-        print(f"  leftover sandbox pods deleted: {swept}")
+        print(f"  leftover sandboxes deleted: {swept}")
     unfinished = outcome.unfinished
     if unfinished or outcome.interrupted:
         print(

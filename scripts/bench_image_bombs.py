@@ -3,7 +3,7 @@
 Each attempt is a real local sandbox whose workspace holds one PNG of a huge flat raster in
 a small file; every attempt's ``view_image`` runs at the same moment from its own thread,
 as a controller running that many attempts does. The decoders run in their memory groups
-(``dataspace.sandbox.confine``), so the controller's own peak resident memory (``VmHWM``
+(``dataspace.sandbox.local.confine``), so the controller's own peak resident memory (``VmHWM``
 of this process) should stay near its start-up size.
 
 Prints one JSON object: the controller's peak and start-up resident memory in MiB, the

@@ -10,7 +10,7 @@ itself:
    ``DecompressionBombError`` and its message.
 2. ``normalize_image`` decodes, orients, converts and re-encodes in a child Python process
    limited to ``DECODE_MEMORY_BYTES``: in a control group of its own with that memory
-   limit (``dataspace.sandbox.confine``; everything it allocates is charged there, and the
+   limit (``dataspace.sandbox.local.confine``; everything it allocates is charged there, and the
    kernel kills it alone at the limit), or, on a host with no writable cgroups, under that
    much address space (``RLIMIT_AS``). An image that needs more is refused with a
    ``MemoryError`` observation and the controller's memory stays where it was.
@@ -91,7 +91,7 @@ def normalize_image(
     Raises:
         ImageRefused: the image is unreadable, too large, or needs more memory than allowed.
     """
-    from dataspace.sandbox import confine
+    from dataspace.sandbox.local import confine
 
     measure(data)
     grouped = confine.available()

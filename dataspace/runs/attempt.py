@@ -177,14 +177,17 @@ def _run_attempt(req: AttemptRequest, workdir: Path) -> ResultRow:
         agent = get_agent(req.agent.harness)
         needs = agent.sandbox_needs() if hasattr(agent, "sandbox_needs") else None
         relay_dir: Path | None = None
-        # the relay socket is bound into local sandboxes only; a pod reaches the relay
-        # over the network (NetworkPolicy + one-attempt token, see k8s/)
-        if needs is not None and needs.relay and req.sandbox.backend == "local":
-            relay_dir = workdir / "relay"
-            relay_dir.mkdir(mode=0o755)
-        relay_network = needs is not None and needs.relay and req.sandbox.backend != "local"
+        relay_network = False
         try:
             backend = get_backend(req.sandbox.backend, **dict(req.sandbox.options))
+            # a harness that calls its model itself reaches the relay the way the backend
+            # declares: a socket bound in, or a network route of its own
+            if needs is not None and needs.relay:
+                if backend.relay_transport == "socket":
+                    relay_dir = workdir / "relay"
+                    relay_dir.mkdir(mode=0o755)
+                else:
+                    relay_network = True
             sandbox = backend.create(
                 SandboxSpec(
                     workspace=workspace,
@@ -245,7 +248,7 @@ def _run_attempt(req: AttemptRequest, workdir: Path) -> ResultRow:
         outdir = workdir / "output"
         try:
             sandbox.collect(outdir)
-            sandbox_info["collect"] = getattr(sandbox, "collect_report", None)
+            sandbox_info["collect"] = sandbox.collect_report
         except SandboxError as exc:
             raise _sandbox_fault(f"collecting outputs failed: {exc}", exc) from exc
         phases["collect"] = time.monotonic() - t

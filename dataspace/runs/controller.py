@@ -519,10 +519,10 @@ def _runtime_identity(spec: RunSpec) -> dict[str, Any]:
     Raises:
         SandboxError: the local workbench is missing (the message says how to install it).
     """
-    from dataspace.sandbox.workbench import runtime_identity
+    from dataspace.sandbox import backend_class
 
     sandbox = spec.sandbox
-    return runtime_identity(sandbox.backend, dict(sandbox.options), sandbox.image)
+    return backend_class(sandbox.backend).runtime_identity(dict(sandbox.options), sandbox.image)
 
 
 def _oracle_agents(spec: RunSpec) -> frozenset[str]:
@@ -588,9 +588,13 @@ def _check_recorded(store: Any, layout: RunLayout, spec: RunSpec, identity: dict
         changed = diff_identity(recorded, identity)
         if changed and all(p.startswith("runtime.") for p in changed):
             from dataspace.runs.preflight import runtime_mismatch
+            from dataspace.sandbox import backend_class
 
+            why = backend_class(spec.sandbox.backend).runtime_change(
+                dict(spec.sandbox.options), spec.run_id
+            )
             problem = runtime_mismatch(
-                spec.run_id, recorded.get("runtime"), identity["runtime"], spec.sandbox.options
+                spec.run_id, recorded.get("runtime"), identity["runtime"], why
             )
             if problem:
                 raise SpecChangedError(problem)

@@ -11,14 +11,15 @@ head answers). ``check_machine`` (``dataspace
 doctor``) checks this host: a local sandbox starts, runs a command and has no network;
 the workbench and its tools; native harness binaries.
 
-Each check is a :class:`Check` naming the spec key it is about and, when it fails, the fix.
+Each check is a :class:`~dataspace.checks.Check` naming the spec key it is about and, when
+it fails, the fix. What the sandbox backend checks is its own (``SandboxBackend.preflight``
+and ``host_checks``): this module never asks which backend a run has.
 """
 
 from __future__ import annotations
 
 import functools
 import logging
-import os
 import shutil
 import socket
 import tempfile
@@ -29,8 +30,10 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
+from dataspace.checks import Check, one_line, timed
 from dataspace.errors import ConfigError, DataSpaceError
 from dataspace.runs.spec import ModelSpec, RunSpec
+from dataspace.sandbox import DEFAULT_BACKEND, RuntimeChange, backend_class
 
 logger = logging.getLogger(__name__)
 
@@ -42,32 +45,6 @@ gateway), until ``PROBE_RETRY_SECONDS`` or ``PROBE_MAX_TRIES`` is spent."""
 PROBE_RETRY_SECONDS = 60.0
 PROBE_MAX_TRIES = 8
 PROBE_MAX_BACKOFF = 8.0
-
-
-@dataclass(frozen=True, kw_only=True)
-class Check:
-    """The outcome of one preflight check.
-
-    Attributes:
-        key: the spec key (``agents[0].model.key_env``) or machine part it is about.
-        ok: True when it passed.
-        message: what was found; for a failure, what to do about it.
-        warning: a problem that does not stop the run.
-        seconds: how long the check took.
-        cost_usd: what a metered model call cost (0 for other checks).
-    """
-
-    key: str
-    ok: bool
-    message: str
-    warning: bool = False
-    seconds: float = 0.0
-    cost_usd: float = 0.0
-
-    def line(self) -> str:
-        """One line for the screen."""
-        mark = "ok  " if self.ok and not self.warning else ("warn" if self.ok else "FAIL")
-        return f"{mark} {self.key}: {self.message}"
 
 
 @dataclass(kw_only=True)
@@ -148,9 +125,10 @@ def check_spec(
 
     if check_release:
         add(_timed("release", lambda: _check_release(spec)))
+    from_host = _harnesses_from_host(spec)
     for i, agent in enumerate(spec.agents):
         add(_timed(f"agents[{i}].harness", functools.partial(_check_harness, agent)))
-        if spec.sandbox.backend == "local":  # a pod's image carries its CLI (checked there)
+        if from_host:  # else the backend's image carries the CLI (its preflight checks it)
             install = _check_native_install(agent, f"agents[{i}].install")
             if install is not None:
                 add(install)
@@ -180,17 +158,8 @@ def check_spec(
         if call_models and key_check.ok and ident not in called:
             called.add(ident)
             add(_check_endpoint(probed, where, wire=wire))
-    sandbox = _timed("sandbox", lambda: _check_sandbox(spec))
-    add(sandbox)
-    if sandbox.ok:
-        for check in _check_sandbox_pod(spec):
-            add(check)
-    relay = _check_relay_address(spec)
-    if relay is not None:
-        add(relay)
-    if spec.sandbox.backend == "local":
-        root = str(spec.sandbox.options.get("runtime_root") or _runtime_root())
-        add(_timed("sandbox.workbench", functools.partial(check_workbench, root)))
+    for check in _check_sandbox(spec):
+        add(check)
     add(_timed("store", lambda: _check_store(spec)))
     add(_timed("sandbox.runtime", lambda: _check_recorded_runtime(spec)))
     if spec.ray_address:
@@ -198,18 +167,8 @@ def check_spec(
     return report
 
 
-def _timed(key: str, fn: Callable[[], str | tuple[str, bool]]) -> Check:
-    t0 = time.monotonic()
-    try:
-        out = fn()
-    except DataSpaceError as exc:
-        return Check(key=key, ok=False, message=_strip(str(exc)), seconds=time.monotonic() - t0)
-    message, warning = out if isinstance(out, tuple) else (out, False)
-    return Check(key=key, ok=True, message=message, warning=warning, seconds=time.monotonic() - t0)
-
-
-def _strip(msg: str) -> str:
-    return " ".join(msg.split())
+_timed = timed
+_strip = one_line
 
 
 def _check_release(spec: RunSpec) -> str:
@@ -500,82 +459,44 @@ def check_backend_name(spec: RunSpec) -> None:
         )
 
 
-def _check_sandbox(spec: RunSpec) -> str | tuple[str, bool]:
-    from dataspace.sandbox import get_backend
-
-    check_backend_name(spec)
-    name = spec.sandbox.backend
-    backend = get_backend(name, **dict(spec.sandbox.options))
-    check_cluster = getattr(backend, "check_cluster", None)
-    if callable(check_cluster):  # a cluster backend: one API call, not just its options
-        return f"{name} backend: {check_cluster()}"
-    check_limits = getattr(backend, "check_limits", None)
-    if callable(check_limits):  # resources this host cannot give (local: its memory)
-        check_limits(spec.limits)
-    check_image = getattr(backend, "check_image", None)
-    if spec.sandbox.image and callable(check_image):
-        check_image(spec.sandbox.image)
-        return f"{name} backend, image {spec.sandbox.image} present"
-    if spec.sandbox.image and name == "local":
-        return (f"local backend ready (it does not use sandbox.image {spec.sandbox.image!r})", True)
-    return f"{name} backend ready"
+def _harnesses_from_host(spec: RunSpec) -> bool:
+    """Whether the run's backend binds native harness CLIs from this host's install."""
+    try:
+        return backend_class(spec.sandbox.backend).harnesses_from_host
+    except ConfigError:  # an unknown backend: the sandbox check names it
+        return False
 
 
-def _check_sandbox_pod(spec: RunSpec) -> list[Check]:
-    """What an attempt's sandbox will meet, from a backend that can tell without running one.
+def _check_sandbox(spec: RunSpec) -> list[Check]:
+    """The backend's own checks of what the run will meet, then its checks of this host."""
+    from dataspace.agents.native.install import PINS
+    from dataspace.sandbox import PreflightRequest, get_backend
 
-    The kubernetes backend: its namespace, a dry run of the exact pod, its image and
-    whether its requests fit a node (``sandbox.namespace``, ``sandbox.pod``,
-    ``sandbox.volume``, ``sandbox.image``, ``sandbox.resources``).
-    """
-    from dataspace.sandbox import get_backend
-
-    backend = get_backend(spec.sandbox.backend, **dict(spec.sandbox.options))
-    checks = getattr(backend, "preflight_checks", None)
-    if not callable(checks):
-        return []
-    labels = {"run": spec.run_id, "agent": spec.agents[0].name if spec.agents else "preflight"}
+    sb = spec.sandbox
     t0 = time.monotonic()
     try:
-        found = checks(image=spec.sandbox.image, limits=spec.limits.for_sandbox(), labels=labels)
+        check_backend_name(spec)
+        cls = backend_class(sb.backend)
+    except ConfigError as exc:
+        return [Check(key="sandbox", ok=False, message=one_line(str(exc)))]
+    try:
+        backend = get_backend(sb.backend, **dict(sb.options))
     except DataSpaceError as exc:
-        return [Check(key="sandbox.pod", ok=False, message=_strip(str(exc)))]
-    seconds = time.monotonic() - t0
-    return [
-        Check(
-            key=f"sandbox.{c.key}",
-            ok=c.ok,
-            warning=c.warning,
-            message=_strip(c.message),
-            seconds=seconds,
+        elapsed = time.monotonic() - t0
+        checks = [Check(key="sandbox", ok=False, message=one_line(str(exc)), seconds=elapsed)]
+    else:
+        request = PreflightRequest(
+            image=sb.image,
+            limits=spec.limits.for_sandbox(),
+            labels={
+                "run": spec.run_id,
+                "agent": spec.agents[0].name if spec.agents else "preflight",
+            },
+            relay=any(a.harness in PINS for a in spec.agents),
+            distributed=bool(spec.ray_address),
         )
-        for c in found
-    ]
-
-
-def _check_relay_address(spec: RunSpec) -> Check | None:
-    """Where native-harness pods reach this controller's relays (None: no such agent)."""
-    from dataspace.agents.native.install import PINS
-
-    if spec.sandbox.backend != "kubernetes" or not any(a.harness in PINS for a in spec.agents):
-        return None
-    from dataspace.sandbox.kubernetes import RELAY_ADDRESS_FIX
-
-    key = "sandbox.options.relay_address"
-    address = spec.sandbox.options.get("relay_address")
-    if address:
-        return Check(key=key, ok=True, message=f"native-harness pods dial {address}")
-    pod_ip = os.environ.get("POD_IP")
-    if pod_ip:
-        return Check(key=key, ok=True, message=f"native-harness pods dial $POD_IP ({pod_ip})")
-    if spec.ray_address:  # the attempts run on the cluster's workers, whose $POD_IP this is not
-        return Check(
-            key=key,
-            ok=True,
-            warning=True,
-            message=f"$POD_IP is not set here, so each Ray worker needs it: {RELAY_ADDRESS_FIX}",
-        )
-    return Check(key=key, ok=False, message=RELAY_ADDRESS_FIX)
+        checks = backend.preflight(request)
+    return checks + cls.host_checks(dict(sb.options))
 
 
 def _check_store(spec: RunSpec) -> str:
@@ -588,95 +509,12 @@ def _check_store(spec: RunSpec) -> str:
     return f"{spec.store} writable"
 
 
-def _runtime_root() -> str:
-    from dataspace.sandbox.workbench import RUNTIME_ROOT
-
-    return RUNTIME_ROOT
-
-
-# each workbench tool the paper lists, and the Debian package that brings it
-WORKBENCH_PROGRAMS = {
-    "pdftotext": "poppler-utils",
-    "ffprobe": "ffmpeg",
-    "tesseract": "tesseract-ocr",
-    "rg": "ripgrep",
-    "jq": "jq",
-    "sqlite3": "sqlite3",
-}
-TESSERACT_LANGUAGES = {"eng": "tesseract-ocr-eng", "chi_sim": "tesseract-ocr-chi-sim"}
-_SANDBOX_PATH = "/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"  # the local sandbox's PATH
-_TESSDATA_GLOBS = ("/usr/share/tesseract-ocr/*/tessdata", "/usr/share/tessdata")
-_WORKBENCH_FIX = "reinstall the workbench: scripts/dev.sh shell true (as root)"
-
-
-def check_workbench(root: str) -> str:
-    """The local workbench at ``root``: its manifest is complete and its tools are there.
-
-    The manifest (``runtime-manifest.json``) must name the runtime and carry every hash
-    the run fingerprint records, match the ``TOOLS.md`` and ``capabilities.json`` beside
-    it, and list every workbench package as installed; the programs (``pdftotext``,
-    ``ffprobe``, ``tesseract`` with ``eng`` and ``chi_sim``, ``rg``, ``jq``, ``sqlite3``)
-    must be on the sandbox's ``PATH``.
-
-    Raises:
-        SandboxError: no workbench at ``root`` (the message says how to install it).
-        ConfigError: an incomplete manifest or a missing tool (one line with the fix).
-    """
-    import glob
-    import hashlib
-
-    from dataspace.sandbox.workbench import IDENTITY_KEYS, MANIFEST_NAME, read_manifest
-
-    manifest = read_manifest(root)
-    where = f"{root}/{MANIFEST_NAME}"
-    absent = [k for k in IDENTITY_KEYS if not manifest.get(k)]
-    if absent:
-        raise ConfigError(
-            f"workbench manifest {where} is incomplete (no {', '.join(absent)}); {_WORKBENCH_FIX}"
-        )
-    for name, key in (("TOOLS.md", "tools_sha256"), ("capabilities.json", "capabilities_sha256")):
-        try:
-            digest = hashlib.sha256(Path(root, name).read_bytes()).hexdigest()
-        except OSError:
-            digest = "absent"
-        if digest != manifest[key]:
-            raise ConfigError(
-                f"workbench {root}/{name} does not match its manifest {where} ({key}); "
-                f"{_WORKBENCH_FIX}"
-            )
-    packages = manifest.get("system_packages") or {}
-    missing = [
-        f"{prog} ({pkg})"
-        for prog, pkg in WORKBENCH_PROGRAMS.items()
-        if packages.get(pkg, "missing") == "missing" or not shutil.which(prog, path=_SANDBOX_PATH)
-    ]
-    tessdata = [d for pattern in _TESSDATA_GLOBS for d in glob.glob(pattern)]
-    missing += [
-        f"tesseract language {lang} ({pkg})"
-        for lang, pkg in TESSERACT_LANGUAGES.items()
-        if packages.get(pkg, "missing") == "missing"
-        or not any(Path(d, f"{lang}.traineddata").is_file() for d in tessdata)
-    ]
-    if missing:
-        raise ConfigError(f"workbench tools missing: {', '.join(missing)}; {_WORKBENCH_FIX}")
-    tools = ", ".join(
-        f"{prog} {packages[pkg].split(':')[-1].split('-')[0]}"
-        for prog, pkg in WORKBENCH_PROGRAMS.items()
-    )
-    return (
-        f"{manifest['runtime']} {manifest['runtime_version']} at {root}: Python "
-        f"{manifest['python']}, {len(manifest.get('python_packages') or {})} Python packages; "
-        f"tools {tools}; tesseract languages {', '.join(TESSERACT_LANGUAGES)}"
-    )
-
-
 def _check_recorded_runtime(spec: RunSpec) -> str:
     """On a resumed run: the sandbox runtime is the one the run recorded."""
     import json
 
     from dataspace.errors import NotFoundError
     from dataspace.runs.layout import RunLayout
-    from dataspace.sandbox.workbench import runtime_identity
     from dataspace.store import open_store
 
     store = open_store(spec.store)
@@ -686,22 +524,27 @@ def _check_recorded_runtime(spec: RunSpec) -> str:
         return "a new run (nothing recorded yet)"
     recorded = (doc.get("identity") or {}).get("runtime")
     sb = spec.sandbox
-    current = runtime_identity(sb.backend, dict(sb.options), sb.image)
-    problem = runtime_mismatch(spec.run_id, recorded, current, sb.options)
+    cls = backend_class(sb.backend)
+    current = cls.runtime_identity(dict(sb.options), sb.image)
+    problem = runtime_mismatch(
+        spec.run_id, recorded, current, cls.runtime_change(dict(sb.options), spec.run_id)
+    )
     if problem:
         raise ConfigError(problem)
     return f"the runtime run {spec.run_id} recorded"
 
 
 def runtime_mismatch(
-    run_id: str, recorded: Any, current: dict[str, Any], options: Any = None
+    run_id: str, recorded: Any, current: dict[str, Any], why: RuntimeChange
 ) -> str | None:
     """The one-line refusal when a run's recorded sandbox runtime differs from this one.
 
-    >>> runtime_mismatch("r", {"backend": "local", "python": "3.11.2"},
-    ...                  {"backend": "local", "python": "3.11.9"}) is not None
-    True
-    >>> runtime_mismatch("r", {"backend": "local"}, {"backend": "local"}) is None
+    ``why`` is the backend's words for it (``SandboxBackend.runtime_change``).
+
+    >>> why = RuntimeChange(what="the runtime differs", fix="restore it")
+    >>> runtime_mismatch("r", {"python": "3.11.2"}, {"python": "3.11.9"}, why)
+    'sandbox: the runtime differs (changed: runtime.python); restore it'
+    >>> runtime_mismatch("r", {"python": "3.11.2"}, {"python": "3.11.2"}, why) is None
     True
     """
     from dataspace.runs.spec import diff_identity
@@ -709,14 +552,7 @@ def runtime_mismatch(
     if not isinstance(recorded, dict) or recorded == current:
         return None
     changed = [f"runtime.{p}" for p in diff_identity(recorded, current)]
-    if current.get("backend") == "local":
-        root = (options or {}).get("runtime_root") or _runtime_root()
-        what = f"the workbench at {root} is not the one run {run_id!r} was made with"
-        fix = "reinstall the workbench it recorded, or give the run a new run_id"
-    else:
-        what = f"the sandbox image is not the one run {run_id!r} was made with"
-        fix = "set sandbox.image back to the recorded image, or give the run a new run_id"
-    return f"sandbox: {what} (changed: {', '.join(changed)}); {fix}"
+    return f"sandbox: {why.what} (changed: {', '.join(changed)}); {why.fix}"
 
 
 def _check_ray(address: str, timeout: float | None) -> str:
@@ -732,8 +568,10 @@ _DOCTOR_MEMORY = 512 * 1024**2  # the doctor's probe sandbox runs three tiny com
 NATIVE_HARNESSES = ("codex", "claude-code", "grok-build")
 
 
-def check_machine(*, on_check: CheckFn | None = None) -> PreflightReport:
-    """Check this host: local sandbox isolation, workbench tools, harness binaries, Ray."""
+def check_machine(
+    *, on_check: CheckFn | None = None, backend: str = DEFAULT_BACKEND
+) -> PreflightReport:
+    """Check this host: a sandbox of ``backend`` (isolation), its host checks, harnesses, Ray."""
     report = PreflightReport()
 
     def add(check: Check) -> None:
@@ -743,8 +581,13 @@ def check_machine(*, on_check: CheckFn | None = None) -> PreflightReport:
 
     add(_timed("python", _check_python))
     add(_timed("ray", _check_ray_package))
-    add(_timed("sandbox.local", _check_local_isolation))
-    add(_timed("sandbox.workbench", functools.partial(check_workbench, _runtime_root())))
+    add(_timed(f"sandbox.{backend}", functools.partial(_check_isolation, backend)))
+    try:
+        host_checks = backend_class(backend).host_checks({})
+    except ConfigError as exc:
+        host_checks = [Check(key="sandbox", ok=False, message=one_line(str(exc)))]
+    for check in host_checks:
+        add(check)
     for name in NATIVE_HARNESSES:
         add(_timed(f"harness.{name}", functools.partial(_check_native, name)))
     return report
@@ -769,8 +612,8 @@ def _check_ray_package() -> str:
     return f"ray {ray.__version__} installed"
 
 
-def _check_local_isolation() -> str:
-    """A real local sandbox: it runs a command, has the workbench tools and no network."""
+def _check_isolation(name: str) -> str:
+    """A real sandbox of backend ``name``: it runs a command, has the tools and no network."""
     from dataspace.errors import SandboxError
     from dataspace.sandbox import Limits, SandboxSpec, get_backend
 
@@ -784,7 +627,7 @@ def _check_local_isolation() -> str:
         ws.chmod(0o755)
         (ws / "hello.txt").chmod(0o644)
         try:
-            backend = get_backend("local")
+            backend = get_backend(name)
             sb = backend.create(
                 SandboxSpec(
                     workspace=ws,
@@ -792,11 +635,11 @@ def _check_local_isolation() -> str:
                 )
             )
         except SandboxError as exc:
-            raise ConfigError(f"the local sandbox cannot start here: {exc}") from exc
+            raise ConfigError(f"the {name} sandbox cannot start here: {exc}") from exc
         try:
             r = sb.exec("cat /workspace/hello.txt", timeout=30)
             if r.stdout.strip() != "hello":
-                raise ConfigError(f"the local sandbox cannot read its workspace: {r.stderr!r}")
+                raise ConfigError(f"the {name} sandbox cannot read its workspace: {r.stderr!r}")
             missing = [
                 t for t in WORKBENCH_TOOLS if sb.exec(f"command -v {t}", timeout=30).exit_code
             ]
@@ -807,8 +650,8 @@ def _check_local_isolation() -> str:
             net = sb.exec(probe, timeout=30)
             if net.exit_code == 0:
                 raise ConfigError(
-                    "the local sandbox reached the host's loopback: network isolation is NOT "
-                    "working on this host (network namespaces needed)"
+                    f"the {name} sandbox reached the host's loopback: network isolation is "
+                    "NOT working on this host (network namespaces needed)"
                 )
             enforcement = sb.info().get("enforcement", "?")
         finally:
@@ -864,7 +707,6 @@ __all__ = [
     "check_backend_name",
     "check_machine",
     "check_spec",
-    "check_workbench",
     "lines",
     "probe_backoff",
     "runtime_mismatch",

@@ -86,7 +86,7 @@ def local_release(release: str, *, cache: str) -> str:
         return str(file_uri_path(release))
     if "://" not in release:
         return release
-    from dataspace.sandbox._k8s_staging import WorkspaceCache
+    from dataspace.sandbox.staging import WorkspaceCache
 
     try:
         synced = WorkspaceCache(cache).fetch(release)

@@ -37,6 +37,7 @@ from typing import Any, NoReturn
 
 from dataspace.errors import ConfigError
 from dataspace.limits import AGENT_FIELDS, DEFAULT_LIMITS, Limits, format_size
+from dataspace.sandbox import DEFAULT_BACKEND
 
 SPEC_SCHEMA_VERSION = "1.0"
 _NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._@+-]{0,127}$")
@@ -171,7 +172,7 @@ class AgentSpec:
 class SandboxConfig:
     """Sandbox backend and image; its resources are on the run's ``Limits``."""
 
-    backend: str = "local"
+    backend: str = DEFAULT_BACKEND
     image: str | None = None
     options: Mapping[str, Any] = field(default_factory=dict)
 

@@ -34,7 +34,9 @@ from dataspace.sandbox.base import (
 
 BackendFactory = Callable[..., SandboxBackend]
 DEFAULT_BACKEND = "local"
-"""The backend of a run spec that names none."""
+"""The backend of a run spec that names none (and of ``dataspace doctor``)."""
+CLUSTER_BACKEND = "kubernetes"
+"""The backend of the cluster deployment (``k8s/``): what ``ray_jobs.sweep`` cleans up."""
 
 BACKENDS: Registry[BackendFactory] = Registry(
     "sandbox backend",
@@ -99,6 +101,7 @@ def get_backend(name: str, **options: object) -> SandboxBackend:
 
 __all__ = [
     "BACKENDS",
+    "CLUSTER_BACKEND",
     "DEFAULT_BACKEND",
     "OUTPUT_DIR",
     "RELAY_DIR",

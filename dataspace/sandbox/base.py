@@ -26,6 +26,7 @@ The backend class (:class:`SandboxBackend`):
 * ``create(spec)`` -> a started :class:`Sandbox` with its workspace staged (abstract).
 * ``sweep(labels)`` -> how many leftover sandboxes matching the labels were removed
   (abstract; the controller and ``ray_jobs.sweep`` call it with ``{"run": run_id}``).
+* ``describe()`` -> where the backend's sandboxes live, for messages. Default: its name.
 * ``relay_transport``: how a native harness (one that calls its model itself) reaches
   the controller's relay: ``"socket"`` (the attempt passes ``SandboxSpec.relay_dir``, a
   host folder whose Unix socket is bound at :data:`RELAY_DIR`) or ``"network"`` (the
@@ -416,6 +417,10 @@ class SandboxBackend(ABC):
     @abstractmethod
     def sweep(self, labels: dict[str, str] | None = None) -> int:
         """Remove leftovers (of a crashed controller) matching labels; returns how many."""
+
+    def describe(self) -> str:
+        """Where this backend's sandboxes live, for messages (``namespace sb``)."""
+        return f"{self.name} backend"
 
     def preflight(self, request: PreflightRequest) -> list[Check]:
         """What a run with ``request`` will meet, checked without running an attempt.

@@ -10,7 +10,7 @@ bakes the same lists into the runtime image. Both write ``runtime-manifest.json`
 (``images/workbench_manifest.py``): package versions and the sha256 of ``TOOLS.md``.
 
 Every attempt record carries the manifest's identity (:func:`manifest_identity`) and so
-does the run fingerprint (:func:`runtime_identity`).
+does the run fingerprint (each backend's ``SandboxBackend.runtime_identity``).
 """
 
 from __future__ import annotations
@@ -130,27 +130,6 @@ def manifest_identity(manifest: Mapping[str, Any]) -> dict[str, Any]:
     return {key: manifest[key] for key in IDENTITY_KEYS if key in manifest}
 
 
-def runtime_identity(
-    backend: str, options: Mapping[str, Any], image: str | None = None
-) -> dict[str, Any]:
-    """The runtime part of a run's fingerprint, computed once on the controller.
-
-    The local backend reads the manifest of the workbench it will show its sandboxes;
-    a cluster backend runs its image, whose manifest was baked at build time, so the image
-    reference stands for it (each attempt record still carries the manifest read from the
-    pod).
-
-    Raises:
-        SandboxError: the local workbench is missing.
-    """
-    if backend == "local":
-        root = options.get("runtime_root", RUNTIME_ROOT)
-        return {"backend": "local", **manifest_identity(read_manifest(str(root)))}
-    from dataspace.sandbox._k8s_options import DEFAULT_IMAGE
-
-    return {"backend": backend, "image": image or options.get("image") or DEFAULT_IMAGE}
-
-
 __all__ = [
     "ENVIRONMENT",
     "IDENTITY_KEYS",
@@ -163,5 +142,4 @@ __all__ = [
     "manifest_identity",
     "parse_manifest",
     "read_manifest",
-    "runtime_identity",
 ]

@@ -44,7 +44,7 @@ from dataclasses import dataclass, field
 from fractions import Fraction
 from typing import Any
 
-from dataspace.sandbox._k8s_pod import parse_quantity as quantity
+from dataspace.sandbox.kubernetes._pod import parse_quantity as quantity
 
 CONTROLLER_USER = "system:serviceaccount:dataspace:dataspace-controller"
 """The user the controller's API calls run as (``k8s/base/serviceaccount.yaml``)."""

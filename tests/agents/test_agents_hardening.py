@@ -536,7 +536,7 @@ def test_eight_attempts_decoding_bombs_at_once_stay_in_their_memory_groups() -> 
     """Guards the decoder running on the host outside any cgroup (a 13,300-pixel PNG took it
     to 2.0 GB, bounded only by 3 GiB of address space per attempt): each decode is charged
     to a memory group of its own, killed at its limit, and the controller stays small."""
-    from dataspace.sandbox import confine
+    from dataspace.sandbox.local import confine
 
     if not confine.available():
         pytest.skip("no writable cgroup hierarchy on this host (decoders use RLIMIT_AS)")

@@ -1,8 +1,8 @@
-"""The shared sandbox contract run against the kubernetes backend.
+"""The shared sandbox contract run against the kubernetes backend on a real cluster.
 
-On the loopback fake cluster (real kubernetes client, real exec websocket, real processes
-behind it) and, when ``KUBECONFIG`` or an in-cluster configuration is present, against a
-real cluster (see k8s/README.md for kind). The real-cluster run reads
+When ``KUBECONFIG`` or an in-cluster configuration is present (see k8s/README.md for kind);
+on the loopback fake cluster it runs with every other backend in
+``tests/sandbox/test_sandbox_contract.py``. The real-cluster run reads
 ``DATASPACE_K8S_NAMESPACE``, ``DATASPACE_K8S_IMAGE`` and ``DATASPACE_K8S_READY_TIMEOUT``;
 both runs size their pods by ``DATASPACE_K8S_TEST_CPU`` and ``DATASPACE_K8S_TEST_MEMORY``
 (default half a CPU and 512Mi, see ``k8s_support.contract_resources``), so the suite fits a
@@ -23,20 +23,10 @@ pytest.importorskip(
     reason="the kubernetes backend needs the kubernetes client (pip install kubernetes)",
 )
 from contract import SandboxContract
-from k8s_support import IMAGE_BINDS, contract_resources, make_backend
+from k8s_support import contract_resources
 
 from dataspace.sandbox import Limits, SandboxSpec
 from dataspace.sandbox.kubernetes import DEFAULT_IMAGE, KubernetesBackend
-from dataspace.testing.fake_k8s import FakeKubernetes, chroot_runtime_available
-
-
-@pytest.fixture(scope="module")
-def module_fake() -> Iterator[FakeKubernetes]:
-    if not chroot_runtime_available():
-        pytest.skip("the fake cluster runs containers in mount namespaces: needs root and unshare")
-    with FakeKubernetes(image_binds=IMAGE_BINDS, runtime="chroot") as server:
-        yield server
-        assert server.pod_names() == [], "a sandbox pod was left behind"
 
 
 class _SizedContract(SandboxContract):
@@ -61,21 +51,6 @@ def test_the_suites_pods_are_sized_by_the_environment(monkeypatch: pytest.Monkey
     monkeypatch.setenv("DATASPACE_K8S_TEST_CPU", "lots")
     with pytest.raises(ConfigError, match=r"DATASPACE_K8S_TEST_CPU='lots': expected"):
         contract_resources()
-
-
-class TestKubernetesContractOnFakeCluster(_SizedContract):
-    @pytest.fixture
-    def backend(self, module_fake: FakeKubernetes, tmp_path: Path) -> KubernetesBackend:
-        # Workspaces come from a shared volume here (the quickest start); the streamed
-        # staging of the default mode is exercised by test_k8s_pod_controller.py.
-        cache = tmp_path / "shared-cache"
-        module_fake.claims["workspaces"] = cache
-        return make_backend(
-            module_fake,
-            tmp_path,
-            workspace_cache_dir=str(cache),
-            workspace_volume={"persistentVolumeClaim": {"claimName": "workspaces"}},
-        )
 
 
 def _real_cluster_reason() -> str | None:

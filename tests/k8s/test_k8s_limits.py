@@ -8,7 +8,7 @@ import time
 
 import pytest
 
-from dataspace.sandbox._k8s_limits import SlotTimeoutError, ThreadSlots
+from dataspace.sandbox.kubernetes._slots import SlotTimeoutError, ThreadSlots
 
 
 def test_thread_slots_block_at_the_limit_and_wake_on_release() -> None:

@@ -24,15 +24,15 @@ kubernetes_validate = pytest.importorskip(
 from ray_crd_schemas import SCHEMAS, pod_templates  # noqa: E402
 
 from dataspace.runs.spec import parse_spec  # noqa: E402
-from dataspace.sandbox._k8s_exec import helper_argv  # noqa: E402
-from dataspace.sandbox._k8s_pod import (  # noqa: E402
+from dataspace.sandbox.base import Limits  # noqa: E402
+from dataspace.sandbox.kubernetes import KubernetesOptions  # noqa: E402
+from dataspace.sandbox.kubernetes._exec import helper_argv  # noqa: E402
+from dataspace.sandbox.kubernetes._pod import (  # noqa: E402
     PodTemplate,
     StreamedWorkspace,
     VolumeWorkspace,
     pod_manifest,
 )
-from dataspace.sandbox.base import Limits  # noqa: E402
-from dataspace.sandbox.kubernetes import KubernetesOptions  # noqa: E402
 
 K8S_VERSION = "1.32.0"
 K8S = Path(__file__).resolve().parents[2] / "k8s"
@@ -415,7 +415,7 @@ def test_pods_use_runtime_default_seccomp_or_the_documented_profile_and_own_user
 def test_the_documented_seccomp_profile_is_the_local_sandboxs_deny_list() -> None:
     import json
 
-    from dataspace.sandbox import _seccomp
+    from dataspace.sandbox.local import _seccomp
 
     shipped = json.loads((K8S / "seccomp" / "dataspace-sandbox.json").read_text())
     assert shipped == _seccomp.oci_profile()

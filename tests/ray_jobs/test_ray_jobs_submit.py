@@ -182,7 +182,7 @@ def test_pod_slots_are_shared_by_every_process_of_the_cluster(
     """Guards the cluster-wide creation limit: one slot pool for all Ray workers."""
     import ray
 
-    from dataspace.sandbox._k8s_limits import RaySlots, SlotTimeoutError
+    from dataspace.sandbox.kubernetes._slots import RaySlots, SlotTimeoutError
 
     monkeypatch.setenv("RAY_AUTH_MODE", "disabled")
     connected = not ray.is_initialized()

@@ -1,5 +1,6 @@
-"""The docker backend on Debian's Docker daemon: the contract suite, the workbench probes and
-what a container keeps out (network, keys, other attempts, a fork bomb) and leaves behind.
+"""The docker backend on Debian's Docker daemon: the workbench probes and what a container
+keeps out (network, keys, other attempts, a fork bomb) and leaves behind (the contract suite
+runs on it from ``test_sandbox_contract.py``).
 
 Skipped, with the reason, where no Docker daemon answers or the runtime image is missing
 (``scripts/dev.sh`` as root starts the daemon and builds the image).
@@ -15,7 +16,6 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
-from contract import SandboxContract
 from test_sandbox_hardening import KEYRING
 from test_sandbox_isolation import GOLD_SENTINEL, REPO, snapshot, still_running, wait_until
 from test_sandbox_workbench import (
@@ -53,12 +53,6 @@ def open_docker_backend() -> DockerBackend:
 @pytest.fixture(scope="module")
 def docker_backend() -> DockerBackend:
     return open_docker_backend()
-
-
-class TestDockerSandboxContract(SandboxContract):
-    @pytest.fixture
-    def backend(self, docker_backend: DockerBackend) -> DockerBackend:
-        return docker_backend
 
 
 # -- the workbench: the local backend's probes, run on one container --------------------

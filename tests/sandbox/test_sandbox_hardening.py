@@ -17,8 +17,8 @@ from pathlib import Path
 
 import pytest
 
-from dataspace.sandbox import Limits, SandboxSpec, _cgroup, _procs
-from dataspace.sandbox.local import LocalBackend, LocalSandbox
+from dataspace.sandbox import Limits, SandboxSpec
+from dataspace.sandbox.local import LocalBackend, LocalSandbox, _cgroup, _procs
 
 pytestmark = pytest.mark.sandbox
 
@@ -109,7 +109,7 @@ def test_the_filter_sits_on_the_spawner_thread_only(make) -> None:
 
 SPAWN_AFTER_FORK = textwrap.dedent("""
     import os, subprocess, sys
-    from dataspace.sandbox import _procs, _seccomp
+    from dataspace.sandbox.local import _procs, _seccomp
     spawner = _procs.Spawner(setup=_seccomp.Filter().install_on_thread)
     def mode():
         out = spawner.popen(["grep", "^Seccomp:", "/proc/self/status"], stdout=subprocess.PIPE)

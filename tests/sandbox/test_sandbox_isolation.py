@@ -20,8 +20,8 @@ from pathlib import Path
 
 import pytest
 
-from dataspace.sandbox import Limits, SandboxSpec, _procs, workbench
-from dataspace.sandbox.local import LocalBackend, LocalSandbox
+from dataspace.sandbox import Limits, SandboxSpec, workbench
+from dataspace.sandbox.local import LocalBackend, LocalSandbox, _procs
 
 pytestmark = pytest.mark.sandbox
 

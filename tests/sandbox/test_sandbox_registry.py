@@ -11,6 +11,7 @@ import pytest
 import dataspace.sandbox as sandbox_api
 from dataspace.errors import ConfigError
 from dataspace.sandbox import (
+    PreflightRequest,
     SandboxBackend,
     SandboxSpec,
     backend_names,
@@ -55,7 +56,7 @@ def test_registered_factories_are_used(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(sandbox_api, "BACKENDS", sandbox_api.BACKENDS.copy())
     made: list[dict[str, object]] = []
 
-    class Named:
+    class Named(SandboxBackend):
         name = "named"
 
         def __init__(self, **options: object) -> None:
@@ -72,6 +73,26 @@ def test_registered_factories_are_used(monkeypatch: pytest.MonkeyPatch) -> None:
     backend = get_backend("named", region="x")
     assert isinstance(backend, Named)
     assert made == [{"region": "x"}]
+    # what a backend does not declare comes from the contract's defaults
+    assert backend.relay_transport == "socket" and not backend.harnesses_from_host
+    assert [c.key for c in backend.preflight(PreflightRequest())] == ["sandbox"]
+    assert Named.runtime_identity({"image": "img:1"}, None) == {
+        "backend": "named",
+        "image": "img:1",
+    }
+
+
+def test_a_factory_that_is_not_a_backend_is_refused(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Guards: a registered object that does not subclass the contract would be probed
+    for what it can do instead of declaring it."""
+    monkeypatch.setattr(sandbox_api, "BACKENDS", sandbox_api.BACKENDS.copy())
+
+    class Loose:
+        name = "loose"
+
+    register_backend("loose", Loose)
+    with pytest.raises(ConfigError, match=r"'loose': .*not a SandboxBackend subclass"):
+        get_backend("loose")
 
 
 def test_importing_the_package_does_not_load_backends() -> None:

@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from dataspace.sandbox import _procs
+from dataspace.sandbox.local import _procs
 
 pytestmark = pytest.mark.sandbox
 
@@ -57,7 +57,7 @@ try:
     sandbox.read_file("/etc/passwd")
 except PermissionError:
     report["escape"] = "refused"
-from dataspace.sandbox import _procs
+from dataspace.sandbox.local import _procs
 report["members"] = [[p, t] for p, t, _ in _procs.namespace_members(info["pid_namespace"])]
 sandbox.close()
 print(json.dumps(report))

@@ -27,7 +27,7 @@ from pathlib import Path
 
 from dataspace.errors import SandboxError
 from dataspace.limits import Limits
-from dataspace.sandbox import _cgroup, _procs
+from dataspace.sandbox.local import _cgroup, _procs
 
 logger = logging.getLogger(__name__)
 

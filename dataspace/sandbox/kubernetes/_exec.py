@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from dataspace.errors import SandboxError
-from dataspace.sandbox._k8s_api import ApiCallError, KubeApi
+from dataspace.sandbox.kubernetes._api import ApiCallError, KubeApi
 
 logger = logging.getLogger(__name__)
 
@@ -35,7 +35,7 @@ def helper_argv(python: str = "python3") -> tuple[str, ...]:
 
     The helper's source travels compressed in the argv, so the image needs nothing of ours.
     """
-    source = (Path(__file__).parent / "_k8s_helper.py").read_bytes()
+    source = (Path(__file__).parent / "_helper.py").read_bytes()
     packed = base64.b64encode(zlib.compress(source, 9)).decode()
     boot = f"import base64,zlib;exec(zlib.decompress(base64.b64decode('{packed}')))"
     return (python, "-c", boot)

@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from dataspace.errors import ConfigError, SandboxError
-from dataspace.sandbox._k8s_api import ClientSettings, Retries
+from dataspace.sandbox.kubernetes._api import ClientSettings, Retries
 from dataspace.store.retry import Backoff
 
 DEFAULT_IMAGE = "ghcr.io/dataspace-bench/runtime:1.0.0"

@@ -28,9 +28,9 @@ from dataclasses import dataclass
 from fractions import Fraction
 from typing import Any
 
-from dataspace.sandbox._k8s_api import REFUSAL_HINTS, ApiCallError, KubeApi, quota_never_fits
-from dataspace.sandbox._k8s_options import KubernetesOptions
-from dataspace.sandbox._k8s_pod import (
+from dataspace.sandbox.kubernetes._api import REFUSAL_HINTS, ApiCallError, KubeApi, quota_never_fits
+from dataspace.sandbox.kubernetes._options import KubernetesOptions
+from dataspace.sandbox.kubernetes._pod import (
     bytes_quantity,
     classify_pod,
     format_events,

@@ -71,6 +71,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import functools
 import json
 import logging
 import os
@@ -84,22 +85,32 @@ import sys
 import tempfile
 import threading
 import time
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, Literal
 
+from dataspace.checks import timed
 from dataspace.errors import ConfigError, SandboxClosedError, SandboxError
 from dataspace.limits import Limits, format_size
-from dataspace.sandbox import _cgroup, _etc, _procs, _seccomp, rootfs, workbench
+from dataspace.sandbox import rootfs, workbench
 from dataspace.sandbox._paths import OutputRoot
 from dataspace.sandbox.base import (
     OUTPUT_DIR,
     RELAY_DIR,
     TMP_DIR,
     WORKSPACE_DIR,
+    Check,
+    ExecPlan,
     ExecResult,
     ExecStatus,
+    PreflightRequest,
+    RuntimeChange,
+    Sandbox,
+    SandboxBackend,
     SandboxSpec,
+    check_env,
 )
+from dataspace.sandbox.local import _cgroup, _etc, _procs, _seccomp
 
 logger = logging.getLogger(__name__)
 
@@ -133,12 +144,6 @@ def _tool(name: str) -> str:
                        "install util-linux")  # fmt: skip
 
 
-def _check_env(env: dict[str, str], where: str) -> None:
-    for key, value in env.items():
-        if not isinstance(value, str) or not key or "=" in key or "\0" in key + value:
-            raise ConfigError(f"{where}: invalid environment variable {key!r}")
-
-
 def _userns_blocker() -> str | None:
     """Why this host refuses unprivileged user namespaces, or ``None`` if it seems to allow them."""
     for path, bad in (("/proc/sys/user/max_user_namespaces", "0"),
@@ -158,7 +163,7 @@ def machine_memory_bytes() -> int:
         return 0
 
 
-class LocalBackend:
+class LocalBackend(SandboxBackend):
     """Creates sandboxes on this host (see the module docstring for the design).
 
     Args:
@@ -177,6 +182,8 @@ class LocalBackend:
     """
 
     name = "local"
+    relay_transport = "socket"
+    harnesses_from_host = True
 
     def __init__(
         self,
@@ -293,6 +300,51 @@ class LocalBackend:
                 f"{total // 1024**3}g"
             )
         return f"memory {limits.memory_bytes // 1024**2} MiB of this machine's {total // 1024**2}"
+
+    def preflight(self, request: PreflightRequest) -> list[Check]:
+        """The backend is ready and this host can give the run's limits (its memory).
+
+        A ``sandbox.image`` is a warning: this backend shows the host's workbench.
+        """
+
+        def ready() -> str | tuple[str, bool]:
+            self.check_limits(request.limits)
+            if request.image:
+                return (f"local backend ready (it does not use sandbox.image {request.image!r})",
+                        True)  # fmt: skip
+            return "local backend ready"
+
+        return [timed("sandbox", ready)]
+
+    @classmethod
+    def host_checks(cls, options: Mapping[str, Any]) -> list[Check]:
+        """The workbench this backend shows its sandboxes: its manifest and its tools."""
+        from dataspace.sandbox.local.checks import check_workbench
+
+        root = str(options.get("runtime_root") or workbench.RUNTIME_ROOT)
+        return [timed("sandbox.workbench", functools.partial(check_workbench, root))]
+
+    @classmethod
+    def runtime_identity(cls, options: Mapping[str, Any], image: str | None) -> dict[str, Any]:
+        """The manifest identity of the workbench at ``runtime_root`` (the image is unused).
+
+        Raises:
+            SandboxError: no workbench there (the message says how to install it).
+        """
+        root = options.get("runtime_root", workbench.RUNTIME_ROOT)
+        return {
+            "backend": cls.name,
+            **workbench.manifest_identity(workbench.read_manifest(str(root))),
+        }
+
+    @classmethod
+    def runtime_change(cls, options: Mapping[str, Any], run_id: str) -> RuntimeChange:
+        """The workbench on this host is not the one the run recorded."""
+        root = options.get("runtime_root") or workbench.RUNTIME_ROOT
+        return RuntimeChange(
+            what=f"the workbench at {root} is not the one run {run_id!r} was made with",
+            fix="reinstall the workbench it recorded, or give the run a new run_id",
+        )
 
     def sweep(self, labels: dict[str, str] | None = None) -> int:
         """Remove sandboxes whose controller process is gone; return how many.
@@ -411,7 +463,7 @@ class _Finished:
     duration: float
 
 
-class LocalSandbox:
+class LocalSandbox(Sandbox):
     """One live local sandbox; create it with :meth:`LocalBackend.create`.
 
     Raises:
@@ -420,16 +472,15 @@ class LocalSandbox:
 
     def __init__(self, backend: LocalBackend, spec: SandboxSpec) -> None:
         started = time.monotonic()
-        self.id = f"lsb-{secrets.token_hex(6)}"
+        super().__init__(sandbox_id=f"lsb-{secrets.token_hex(6)}", limits=spec.limits)
         self._backend = backend
-        self.limits = spec.limits
         self.labels = dict(spec.labels)
         self._relay_dir = spec.relay_dir
         self._runtime_binds = tuple(spec.runtime_binds)
         workspace = Path(spec.workspace).resolve()
         if not workspace.is_dir():
             raise SandboxError(f"sandbox workspace {spec.workspace}: not a folder")
-        _check_env(spec.env, f"sandbox {self.id} spec env")
+        check_env(spec.env, f"sandbox {self.id} spec env")
         if not backend.userns_owns_all and workspace.stat().st_mode & 0o005 != 0o005:
             logger.warning(
                 "sandbox %s: workspace %s is not readable by others; commands run as uid %d "
@@ -446,10 +497,7 @@ class LocalSandbox:
             **workbench.ENVIRONMENT,
             **spec.env,
         }
-        self._lock = threading.Lock()
         self._files_lock = threading.Lock()
-        self._closed = False
-        self._execs = 0
         self._running: dict[int, int] = {}  # command number -> session (rlimit mode)
         self._deadline = started + self.limits.wall_seconds  # until PID 1 says its own
         self._dir = backend.state_dir / self.id
@@ -461,8 +509,6 @@ class LocalSandbox:
         self._pid_namespace: int | None = None
         self._output: OutputRoot | None = None
         self.host_path_hidden = False
-        self.collect_report: dict[str, object] | None = None
-        """What the last :meth:`collect` copied and skipped (``CollectReport.to_dict``)."""
         self._record: dict[str, Any] = {
             "id": self.id,
             "controller_pid": os.getpid(),
@@ -592,22 +638,10 @@ class LocalSandbox:
 
     def close(self) -> None:
         """Kill everything the sandbox runs and remove its cgroups and folders; idempotent."""
-        with self._lock:
-            if self._closed:
-                return
-            self._closed = True
+        if not self._mark_closed():
+            return
         self._teardown()
         logger.debug("sandbox %s closed", self.id)
-
-    def __enter__(self) -> LocalSandbox:
-        return self
-
-    def __exit__(self, *exc_info: object) -> None:
-        self.close()
-
-    def _check_open(self) -> None:
-        if self._closed:
-            raise SandboxClosedError(f"sandbox {self.id} is closed")
 
     def _open_output(self) -> OutputRoot:
         self._check_open()
@@ -616,40 +650,20 @@ class LocalSandbox:
 
     # -- commands --------------------------------------------------------------------
 
-    def exec(
-        self,
-        command: str | list[str],
-        *,
-        timeout: float | None = None,
-        cwd: str = OUTPUT_DIR,
-        env: dict[str, str] | None = None,
-    ) -> ExecResult:
-        """Run a command (a string runs under ``/bin/sh -c``); never raises for its exit code.
+    def _exec(self, plan: ExecPlan) -> ExecResult:
+        """Run a validated command as the sandbox user, within ``plan.limit`` seconds.
 
         Raises:
-            SandboxClosedError: the sandbox is closed.
             SandboxError: the sandbox itself failed (its init is gone, cgroups vanished).
-            ConfigError: a non-positive timeout, an empty command or a bad variable name.
         """
-        with self._lock:
-            self._check_open()
-            self._execs += 1
-            number = self._execs
-        argv = ["/bin/sh", "-c", command] if isinstance(command, str) else list(command)
-        if not argv or not all(isinstance(a, str) for a in argv):
-            raise ConfigError(f"sandbox {self.id}: command must be a string or a list of strings")
-        timeout = self.limits.command_timeout if timeout is None else timeout
-        if timeout <= 0:
-            raise ConfigError(f"sandbox {self.id}: timeout must be positive, got {timeout}")
-        _check_env(env or {}, f"sandbox {self.id} exec env")
-        remaining = self._deadline - time.monotonic()
-        if remaining <= 0:
-            return ExecResult(exit_code=None, stdout="", timed_out=False, duration=0.0,
-                              stderr=f"sandbox {self.id}: wall-clock deadline passed",
-                              status="deadline")  # fmt: skip
-        kind: ExecStatus = "timeout" if timeout < remaining else "deadline"
-        limit = min(timeout, remaining)
-        cwd = cwd if cwd.startswith("/") else f"{OUTPUT_DIR}/{cwd}"
+        number, argv, cwd, env, limit, kind = (
+            plan.number,
+            plan.argv,
+            plan.cwd,
+            plan.env,
+            plan.limit,
+            plan.kind,
+        )
         try:
             chain = self._chain(number, cwd) + argv
         except OSError as exc:  # the cgroup went away: closed meanwhile, or removed
@@ -659,7 +673,7 @@ class LocalSandbox:
         before = cgroup.counters(number) if cgroup is not None else (0, 0)
         oom_hit = pids_hit = False
         try:
-            done = self._run(chain, {**self._base_env, **(env or {})}, limit, number)
+            done = self._run(chain, {**self._base_env, **env}, limit, number)
             if cgroup is not None:
                 after = cgroup.counters(number)
                 oom_hit, pids_hit = after[0] > before[0], after[1] > before[1]
@@ -960,4 +974,4 @@ def _read_all(stream: object, timeout: float) -> str:
     return b"".join(chunks).decode("utf-8", errors="replace")
 
 
-__all__ = ["Enforcement", "LocalBackend", "LocalSandbox"]
+__all__ = ["Enforcement", "LocalBackend", "LocalSandbox", "machine_memory_bytes"]

@@ -2,7 +2,7 @@
 
 Design
 ------
-**A pod per sandbox.** ``create`` makes one pod from a fixed template (``_k8s_pod.py``):
+**A pod per sandbox.** ``create`` makes one pod from a fixed template (``_pod.py``):
 requests equal limits for CPU, memory and ephemeral storage (so the pod is Guaranteed and
 its output and tmp ``emptyDir`` volumes are size-limited), ``activeDeadlineSeconds`` as a
 backstop past the sandbox wall clock, ``restartPolicy: Never``, a non-root user, a
@@ -13,7 +13,7 @@ agent, task and attempt (made label-safe; the exact values sit in an annotation)
 (``k8s/base/networkpolicies.yaml``) denies all egress and all ingress to these pods.
 
 **Exec through the API server.** Commands, file reads and writes and output collection are
-execs (the Kubernetes exec websocket) of a small helper (``_k8s_helper.py``, standard
+execs (the Kubernetes exec websocket) of a small helper (``_helper.py``, standard
 library only) that travels compressed in the exec argv, so any image with ``python3`` works
 and nothing listens inside the pod: a sandbox needs no ingress at all, not even from the
 controller. The helper enforces the command timeout in the pod, kills everything the
@@ -24,7 +24,7 @@ kubelet's ``podPidsLimit`` where the cluster sets it).
 
 **Staging with egress denied.** Pods never download anything. The controller (which can
 reach the store) makes each workspace available in a cache folder it can write
-(``_k8s_staging.py``): a local folder is used in place or copied once (keyed by its
+(``staging.py``): a local folder is used in place or copied once (keyed by its
 listing), a store URI such as ``s3://...`` is downloaded once (keyed by URI). Three ways
 into the pod, by ``workspace_volume``:
 
@@ -43,7 +43,7 @@ into the pod, by ``workspace_volume``:
 ``max_deleting``). A creation slot is held from the API call until the pod is ready or has
 failed, so Pending pods only ever block other creations, never a ready sandbox; inside a
 Ray job the slots are shared by the whole cluster through one named actor
-(``_k8s_limits.py``).
+(``_slots.py``).
 
 **Runtime manifest.** Once the pod is ready the controller reads the image's
 ``/opt/dataspace/runtime-manifest.json`` (written by ``images/workbench_manifest.py`` when
@@ -70,13 +70,13 @@ retries raise ``PodFailedError`` (a ``SandboxError``, so the attempt is retried 
 infrastructure failure, labelled with ``code``). OOMKilled and evictions for exceeding the
 pod's own storage limits end commands with status ``resource_limit``; the wall clock and
 ``activeDeadlineSeconds`` end them with ``deadline``: those are the agent's outcomes.
-API refusals are named by cause (``_k8s_api.refusal_cause``): a full ResourceQuota is
+API refusals are named by cause (``_api.refusal_cause``): a full ResourceQuota is
 capacity, the creation waits for room (``quota_timeout``; ``quota`` when the pod alone can
 never fit); Pod Security and admission refusals are bad specs (``pod_security``,
 ``admission``); only other 403s get the RBAC hint. Connection errors and 5xx answers are
 retried for ``api_retry_window`` seconds (an API server restart drains for about a
 minute). ``preflight_checks`` tells what an attempt's pod will meet without running one
-(``_k8s_preflight.py``).
+(``_preflight.py``).
 """
 
 from __future__ import annotations
@@ -89,14 +89,26 @@ import os
 import random
 import secrets
 import socket
-import threading
 import time
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from dataspace.errors import ConfigError, SandboxClosedError, SandboxError
-from dataspace.sandbox._k8s_api import (
+from dataspace.checks import one_line, timed
+from dataspace.errors import ConfigError, DataSpaceError, SandboxClosedError, SandboxError
+from dataspace.sandbox.base import (
+    TMP_DIR,
+    Check,
+    ExecPlan,
+    ExecResult,
+    ExecStatus,
+    Limits,
+    PreflightRequest,
+    Sandbox,
+    SandboxBackend,
+    SandboxSpec,
+)
+from dataspace.sandbox.kubernetes._api import (
     ApiCallError,
     KubeApi,
     Retries,
@@ -104,9 +116,8 @@ from dataspace.sandbox._k8s_api import (
     kube_api,
     quota_never_fits,
 )
-from dataspace.sandbox._k8s_exec import ExecLostError, HelperReply, helper_argv, run_helper
-from dataspace.sandbox._k8s_limits import Slots, SlotTimeoutError, default_slots
-from dataspace.sandbox._k8s_options import (
+from dataspace.sandbox.kubernetes._exec import ExecLostError, HelperReply, helper_argv, run_helper
+from dataspace.sandbox.kubernetes._options import (
     BASE_PATH,
     DEFAULT_IMAGE,
     DEFAULT_NAMESPACE,
@@ -116,7 +127,7 @@ from dataspace.sandbox._k8s_options import (
     KubernetesOptions,
     PodFailedError,
 )
-from dataspace.sandbox._k8s_pod import (
+from dataspace.sandbox.kubernetes._pod import (
     MAIN_CONTAINER,
     SANDBOX_ID_ANNOTATION,
     STAGE_CONTAINER,
@@ -133,9 +144,9 @@ from dataspace.sandbox._k8s_pod import (
     pod_name,
     selector,
 )
-from dataspace.sandbox._k8s_preflight import ClusterCheck, cluster_checks
-from dataspace.sandbox._k8s_staging import CachedWorkspace, WorkspaceCache, extract_outputs
-from dataspace.sandbox.base import OUTPUT_DIR, TMP_DIR, ExecResult, ExecStatus, Limits, SandboxSpec
+from dataspace.sandbox.kubernetes._preflight import ClusterCheck, cluster_checks
+from dataspace.sandbox.kubernetes._slots import Slots, SlotTimeoutError, default_slots
+from dataspace.sandbox.staging import CachedWorkspace, WorkspaceCache, extract_outputs
 from dataspace.store.retry import backoff_delay
 
 logger = logging.getLogger(__name__)
@@ -155,7 +166,7 @@ NATIVE_HARNESS_LABEL = "native-harness"
 ``native-harness-egress-to-relay`` selects."""
 
 
-class KubernetesBackend:
+class KubernetesBackend(SandboxBackend):
     """Creates sandbox pods; ``sweep`` deletes every pod of a run.
 
     Args:
@@ -163,6 +174,9 @@ class KubernetesBackend:
     """
 
     name = "kubernetes"
+    relay_transport = "network"
+    harnesses_from_host = False
+    default_image = DEFAULT_IMAGE
 
     def __init__(self, **options: Any) -> None:
         self.options = KubernetesOptions.from_options(options)
@@ -247,6 +261,64 @@ class KubernetesBackend:
             return [ClusterCheck(key="pod", ok=False, message=str(exc))]
         return cluster_checks(self._preflight_api(), opts, manifest)
 
+    def describe(self) -> str:
+        """The namespace of this backend's pods."""
+        return f"namespace {self.options.namespace}"
+
+    def preflight(self, request: PreflightRequest) -> list[Check]:
+        """The cluster answers; what an attempt's pod will meet; where relays are dialled.
+
+        ``sandbox`` (one API call), then, when it passed, ``sandbox.namespace``,
+        ``sandbox.pod``, ``sandbox.volume``, ``sandbox.image`` and ``sandbox.resources``
+        (:meth:`preflight_checks`), then ``sandbox.options.relay_address`` for a run with
+        native harnesses.
+        """
+        checks = [timed("sandbox", lambda: f"{self.name} backend: {self.check_cluster()}")]
+        if checks[0].ok:
+            checks += self._pod_checks(request)
+        if request.relay:
+            checks.append(self._relay_check(request))
+        return checks
+
+    def _pod_checks(self, request: PreflightRequest) -> list[Check]:
+        t0 = time.monotonic()
+        try:
+            found = self.preflight_checks(
+                image=request.image, limits=request.limits, labels=request.labels
+            )
+        except DataSpaceError as exc:
+            return [Check(key="sandbox.pod", ok=False, message=one_line(str(exc)))]
+        seconds = time.monotonic() - t0
+        return [
+            Check(
+                key=f"sandbox.{c.key}",
+                ok=c.ok,
+                warning=c.warning,
+                message=one_line(c.message),
+                seconds=seconds,
+            )
+            for c in found
+        ]
+
+    def _relay_check(self, request: PreflightRequest) -> Check:
+        """Where native-harness pods reach this controller's relays."""
+        key = "sandbox.options.relay_address"
+        address = self.options.relay_address
+        if address:
+            return Check(key=key, ok=True, message=f"native-harness pods dial {address}")
+        pod_ip = os.environ.get("POD_IP")
+        if pod_ip:
+            return Check(key=key, ok=True, message=f"native-harness pods dial $POD_IP ({pod_ip})")
+        if request.distributed:  # the attempts run on workers, whose $POD_IP this is not
+            return Check(
+                key=key,
+                ok=True,
+                warning=True,
+                message="$POD_IP is not set here, so each Ray worker needs it: "
+                + RELAY_ADDRESS_FIX,
+            )
+        return Check(key=key, ok=False, message=RELAY_ADDRESS_FIX)
+
     def _preflight_api(self) -> KubeApi:
         """A client whose calls get ``api_retries`` tries, without the retry window."""
         return kube_api(self.options.client_settings, Retries(backoff=self.options.backoff))
@@ -298,24 +370,20 @@ class KubernetesBackend:
             self.slots.release("delete", lease)
 
 
-class KubernetesSandbox:
+class KubernetesSandbox(Sandbox):
     """One sandbox pod. Create it with ``KubernetesBackend.create``."""
 
     def __init__(self, backend: KubernetesBackend, spec: SandboxSpec) -> None:
+        super().__init__(sandbox_id=secrets.token_hex(6), limits=spec.limits)
         self._backend = backend
         self._opts = opts = backend.options
         self._api = backend.api
-        self.limits: Limits = spec.limits
         self.labels = dict(spec.labels)
         self._relay = self._relay_endpoint(opts) if spec.relay_network else None
         if self._relay is not None:
             self.labels[NATIVE_HARNESS_LABEL] = "true"
-        self.id = secrets.token_hex(6)
         self._ns = opts.namespace
-        self._closed = False
-        self._lock = threading.Lock()
         self._final: PodState | None = None
-        self._execs = 0
         self._timings: dict[str, float] = {}
         self._node: str | None = None
         self._runtime: dict[str, Any] = {}
@@ -363,7 +431,7 @@ class KubernetesSandbox:
         finally:
             backend.slots.release("create", lease)
         self._timings["create_total"] = time.monotonic() - started
-        self._deadline = time.monotonic() + self.limits.wall_seconds
+        self.start_clock()
 
     # ---- start -------------------------------------------------------------------------
 
@@ -768,51 +836,20 @@ class KubernetesSandbox:
 
     # ---- the contract ---------------------------------------------------------------------
 
-    def exec(
-        self,
-        command: str | list[str],
-        *,
-        timeout: float | None = None,
-        cwd: str = OUTPUT_DIR,
-        env: dict[str, str] | None = None,
-    ) -> ExecResult:
-        """Run a command (a string runs under ``/bin/sh -c``); never raises for its exit code.
+    def _ended_result(self) -> ExecResult | None:
+        return None if self._final is None else self._final_result()
+
+    def _exec(self, plan: ExecPlan) -> ExecResult:
+        """Run a validated command through the helper in the pod.
 
         Raises:
-            SandboxClosedError: the sandbox is closed.
             PodFailedError: the pod failed for infrastructure reasons.
-            ConfigError: a non-positive timeout, an empty command or a bad variable name.
         """
-        self._check_open()
-        argv = ["/bin/sh", "-c", command] if isinstance(command, str) else list(command)
-        if not argv or not all(isinstance(a, str) for a in argv):
-            raise ConfigError(f"sandbox {self.id}: command must be a string or a list of strings")
-        timeout = self.limits.command_timeout if timeout is None else timeout
-        if timeout <= 0:
-            raise ConfigError(f"sandbox {self.id}: timeout must be positive, got {timeout}")
-        for key in env or {}:
-            if not key or "=" in key or "\0" in key:
-                raise ConfigError(f"sandbox {self.id} exec env: invalid variable {key!r}")
-        with self._lock:
-            self._execs += 1
-        if self._final is not None:
-            return self._final_result()
-        remaining = self._deadline - time.monotonic()
-        if remaining <= 0:
-            return ExecResult(
-                exit_code=None,
-                stdout="",
-                timed_out=False,
-                duration=0.0,
-                stderr=f"sandbox {self.id}: wall-clock deadline passed",
-                status="deadline",
-            )
-        limit, kind = (timeout, "timeout") if timeout < remaining else (remaining, "deadline")
-        cwd = cwd if cwd.startswith("/") else f"{OUTPUT_DIR}/{cwd}"
+        argv, cwd, env, limit, kind = plan.argv, plan.cwd, plan.env, plan.limit, plan.kind
         args = {
             "argv": argv,
             "cwd": cwd,
-            "env": {**self._env, **(env or {})},
+            "env": {**self._env, **env},
             "timeout": limit,
             "max_output": self._opts.max_output_bytes,
             "nproc": self.limits.pids,
@@ -997,10 +1034,8 @@ class KubernetesSandbox:
         Raises:
             PodFailedError: the pod could not be deleted (a later ``sweep`` will).
         """
-        with self._lock:
-            if self._closed:
-                return
-            self._closed = True
+        if not self._mark_closed():
+            return
         try:
             self._backend._delete(self.name)
         except ApiCallError as exc:
@@ -1009,12 +1044,6 @@ class KubernetesSandbox:
                 code="k8s_api",
                 pod=self.name,
             ) from exc
-
-    def __enter__(self) -> KubernetesSandbox:
-        return self
-
-    def __exit__(self, *exc_info: object) -> None:
-        self.close()
 
 
 def workspace_mount(
@@ -1056,6 +1085,7 @@ __all__ = [
     "DEFAULT_IMAGE",
     "DEFAULT_NAMESPACE",
     "NATIVE_HARNESS_LABEL",
+    "RELAY_ADDRESS_FIX",
     "RELAY_PORTS",
     "KubernetesBackend",
     "KubernetesOptions",
@@ -1063,4 +1093,5 @@ __all__ = [
     "PodFailedError",
     "extract_outputs",
     "register",
+    "workspace_mount",
 ]

@@ -105,7 +105,7 @@ def quota_never_fits(message: str) -> str:
     """
     import re
 
-    from dataspace.sandbox._k8s_pod import parse_quantity
+    from dataspace.sandbox.kubernetes._pod import parse_quantity
 
     m = re.search(r"requested: (.*?), used: (.*?), limited: (.*)$", message.strip())
     if not m:

@@ -34,7 +34,7 @@ import os
 import struct
 import threading
 
-from dataspace.sandbox import _procs
+from dataspace.sandbox.local import _procs
 
 # (syscall, x86_64 number, aarch64 number); None where the architecture has no such call.
 _TABLE: tuple[tuple[str, int | None, int | None], ...] = (
