@@ -212,7 +212,8 @@ ensure_docker() {
     cp -al "$(readlink -f "$root/python")" "$context/python"
     cp images/Dockerfile.workbench "$root"/{TOOLS.md,capabilities.json,python-packages.txt,system-packages.txt,runtime-manifest.json} "$context/"
     docker build -q --build-arg BASE_IMAGE="$base" --label org.dataspace.build-stamp="$stamp" \
-        -t "$image" -f "$context/Dockerfile.workbench" "$context" >/dev/null \
+        -t "$image" -f "$context/Dockerfile.workbench" "$context" \
+        > /dev/null 2> >(grep -v -e DEPRECATED -e "legacy builder" -e buildx -e "^ *$" >&2) \
         || { rm -rf "$context"; echo "error: building $image failed" >&2; return 1; }
     rm -rf "$context"
 }
