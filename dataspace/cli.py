@@ -128,6 +128,10 @@ def _parser() -> argparse.ArgumentParser:
         "--build-cache",
         help="the build's item cache, reused across demo folders (default: OUT/.build-cache)",
     )
+    d.add_argument(
+        "--backend",
+        help="the attempts' sandbox backend (default local; docker runs each in a container)",
+    )
     d.set_defaults(func=_cmd_demo)
 
     r = sub.add_parser(
@@ -370,6 +374,7 @@ def _cmd_demo(args: argparse.Namespace) -> int:
             progress=progress,
             build_progress=build_progress,
             build_cache=args.build_cache,
+            backend=args.backend,
         )
     rep = outcome.build_report
     print(

@@ -93,6 +93,7 @@ def run_demo(
     build_progress: Callable[[int, int, Any], None] | None = None,
     protocol: str = "official",
     build_cache: Path | str | None = None,
+    backend: str | None = None,
 ) -> DemoOutcome:
     """Build ``out/release`` from the bundled corpora and run ``gold`` into ``out/store``.
 
@@ -103,9 +104,14 @@ def run_demo(
         build_progress: called as ``(done, total, result)`` after each built item.
         protocol: the run's protocol profile (``official`` or ``extended``).
         build_cache: the build's item cache (default ``out/.build-cache``).
+        backend: the sandbox backend of the attempts (default: a run spec's, ``local``);
+            another backend's run is ``demo-<backend>``, so one folder holds both.
     """
     from dataspace.runs.controller import execute_run
     from dataspace.runs.spec import AgentSpec, RunSpec, SandboxConfig
+    from dataspace.sandbox import DEFAULT_BACKEND
+
+    backend = backend or DEFAULT_BACKEND
 
     workers = max(1, RunSpec.concurrency if concurrency is None else int(concurrency))
     out = out.resolve()
@@ -117,12 +123,12 @@ def run_demo(
     )
     build_seconds = time.monotonic() - t0
     spec = RunSpec(
-        run_id=DEMO_RUN_ID,
+        run_id=DEMO_RUN_ID if backend == DEFAULT_BACKEND else f"{DEMO_RUN_ID}-{backend}",
         release=str(release_dir),
         store=f"file://{out / 'store'}",
         agents=(AgentSpec(name="gold", harness="gold"),),
         limits=DEMO_LIMITS,
-        sandbox=SandboxConfig(backend="local"),
+        sandbox=SandboxConfig(backend=backend),
         concurrency=workers,
         protocol=protocol,
     )

@@ -31,6 +31,59 @@ ensure_system_packages() {
     DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
 }
 
+# One Debian 12 (bookworm) root for every sandbox backend: debootstrap's minimal base plus
+# the workbench's Debian packages (images/workbench-packages.txt) and Debian's python3.11
+# (the base of the workbench Python). The local sandbox shows its /usr and /etc entries
+# to the agent instead of the host's; the docker backend's runtime image is built on it
+# (ensure_docker). Made once under /opt/dataspace/root-<stamp> and swapped in by renaming
+# the link /opt/dataspace/root; remade when the package list changes.
+debian_root_packages() {
+    { sed -e 's/#.*//' images/workbench-packages.txt; echo python3.11; } | tr -s ' \n' '\n' | grep -v '^$' | sort -u
+}
+
+# The runtime manifest of the workbench at $1, with the versions of the Debian packages
+# the sandboxes see: those of the Debian root (the host's while there is none).
+write_workbench_manifest() {
+    local admindir=/var/lib/dpkg
+    [[ -d "$1/root/var/lib/dpkg" ]] && admindir="$1/root/var/lib/dpkg"
+    DPKG_ADMINDIR="$admindir" "$1/python/bin/python" images/workbench_manifest.py \
+        "$1" images/workbench-packages.txt
+    chmod a+r "$1"/*.txt "$1"/*.json "$1/TOOLS.md"
+}
+
+ensure_debian_root() {
+    local root="${DATASPACE_RUNTIME_ROOT:-/opt/dataspace}"
+    local mirror="${DATASPACE_DEBIAN_MIRROR:-http://deb.debian.org/debian}"
+    local stamp; stamp=$(debian_root_packages | sha256sum | cut -c1-16)
+    [[ -f "$root/root/.stamp" && "$(cat "$root/root/.stamp")" == "$stamp" ]] && return 0
+    if [[ $(id -u) -ne 0 ]] || ! command -v debootstrap >/dev/null 2>&1; then
+        echo "warning: no Debian 12 root at $root/root (run scripts/dev.sh as root once); sandboxes need it" >&2
+        return 0
+    fi
+    echo "making the Debian 12 root of the sandboxes in $root/root (first run takes a few minutes)" >&2
+    mkdir -p "$root"
+    (
+        flock 9
+        [[ -f "$root/root/.stamp" && "$(cat "$root/root/.stamp")" == "$stamp" ]] && exit 0
+        local build="root-$stamp"
+        rm -rf "${root:?}/$build"
+        debootstrap --variant=minbase --include="$(debian_root_packages | paste -sd,)" \
+            bookworm "$root/$build" "$mirror" > "$root/.debootstrap.log" 2>&1 \
+            || { tail -20 "$root/.debootstrap.log" >&2; exit 1; }
+        rm -rf "$root/$build"/var/cache/apt/archives/*.deb "$root/$build"/var/lib/apt/lists/*
+        echo "$stamp" > "$root/$build/.stamp"
+        local previous=""
+        [[ -L "$root/root" ]] && previous=$(readlink "$root/root")
+        ln -sfn "$build" "$root/.root-link"
+        mv -T "$root/.root-link" "$root/root"
+        for old in "$root"/root-*; do
+            [[ "$(basename "$old")" == "$build" || "$(basename "$old")" == "$previous" ]] || rm -rf "$old"
+        done
+        # the workbench's manifest names the root's package versions
+        [[ -x "$root/python/bin/python" ]] && write_workbench_manifest "$root"
+    ) 9> "$root/.root-lock"
+}
+
 # Data Workbench Runtime 1.0 for the local sandbox: a Python of its own at
 # /opt/dataspace/python (a venv of Debian's python3.11, shown inside the sandbox at
 # /usr/local), built from images/runtime-requirements.txt, plus TOOLS.md, capabilities.json
@@ -81,8 +134,7 @@ ensure_workbench() {
         for name in TOOLS.md capabilities.json; do
             install -m 0644 "images/$name" "$root/.$name.tmp" && mv -f "$root/.$name.tmp" "$root/$name"
         done
-        "$root/python/bin/python" images/workbench_manifest.py "$root" images/workbench-packages.txt
-        chmod a+r "$root"/*.txt "$root"/*.json "$root/TOOLS.md"
+        write_workbench_manifest "$root"
         echo "$stamp" > "$root/.workbench-stamp"
     ) 9> "$root/.workbench-lock"
 }
@@ -127,6 +179,45 @@ ensure_smolagents() {
     ) 9> "$hroot/.smolagents-lock"
 }
 
+# The docker sandbox backend (as root, with Debian's docker.io): start the daemon if none
+# answers (no iptables and no default bridge: containers run with network none), import
+# the Debian root as the base image and build the runtime image (images/Dockerfile.workbench,
+# tagged dataspace-workbench:1.0) on it from this host's workbench; rebuilt when the root,
+# the workbench or the Dockerfile change. Without root or docker.io, a warning.
+ensure_docker() {
+    local root="${DATASPACE_RUNTIME_ROOT:-/opt/dataspace}"
+    local image="${DATASPACE_DOCKER_IMAGE:-dataspace-workbench:1.0}"
+    if [[ $(id -u) -ne 0 || ! -x /usr/sbin/dockerd || ! -f "$root/root/.stamp" || ! -x "$root/python/bin/python" ]]; then
+        echo "warning: the docker sandbox backend needs root, docker.io, the Debian root and the workbench; its tests will skip" >&2
+        return 0
+    fi
+    if ! docker version >/dev/null 2>&1; then
+        echo "starting dockerd (log: /var/log/dataspace-dockerd.log)" >&2
+        nohup /usr/sbin/dockerd --iptables=false --ip-masq=false --ip-forward=false --bridge=none \
+            ${DATASPACE_DOCKER_STORAGE_DRIVER:+--storage-driver="$DATASPACE_DOCKER_STORAGE_DRIVER"} \
+            >> /var/log/dataspace-dockerd.log 2>&1 &
+        for _ in $(seq 60); do docker version >/dev/null 2>&1 && break; sleep 0.5; done
+        docker version >/dev/null 2>&1 || { echo "error: dockerd did not start; see /var/log/dataspace-dockerd.log" >&2; return 1; }
+    fi
+    local base; base="dataspace/debian:bookworm-$(cat "$root/root/.stamp")"
+    if ! docker image inspect "$base" >/dev/null 2>&1; then
+        echo "importing the Debian 12 root as $base" >&2
+        tar -C "$root/root" --numeric-owner -c . | docker import - "$base" >/dev/null
+    fi
+    local stamp; stamp=$( { echo "$base"; cat "$root/.workbench-stamp" "$root/runtime-manifest.json" \
+        images/Dockerfile.workbench; } | sha256sum | cut -c1-16)
+    [[ "$(docker image inspect --format '{{index .Config.Labels "org.dataspace.build-stamp"}}' "$image" 2>/dev/null)" == "$stamp" ]] && return 0
+    echo "building the runtime image $image on $base" >&2
+    local context; context=$(mktemp -d "$root/.docker-context.XXXXXX")
+    cp -al "$(readlink -f "$root/python")" "$context/python"
+    cp images/Dockerfile.workbench "$root"/{TOOLS.md,capabilities.json,python-packages.txt,system-packages.txt,runtime-manifest.json} "$context/"
+    docker build -q --build-arg BASE_IMAGE="$base" --label org.dataspace.build-stamp="$stamp" \
+        -t "$image" -f "$context/Dockerfile.workbench" "$context" \
+        > /dev/null 2> >(grep -v -e DEPRECATED -e "legacy builder" -e buildx -e "^ *$" >&2) \
+        || { rm -rf "$context"; echo "error: building $image failed" >&2; return 1; }
+    rm -rf "$context"
+}
+
 ensure_venv() {
     local py; py=$(python_bin)
     [[ -x .venv/bin/python ]] || "$py" -m venv .venv
@@ -150,8 +241,10 @@ ensure_harnesses() {
 
 cmd="${1:-}"; shift || true
 ensure_system_packages
+ensure_debian_root
 ensure_workbench
 ensure_smolagents
+ensure_docker
 ensure_venv
 ensure_harnesses
 case "$cmd" in

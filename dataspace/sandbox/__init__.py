@@ -43,6 +43,7 @@ BACKENDS: Registry[BackendFactory] = Registry(
     {
         "local": "dataspace.sandbox.local:LocalBackend",
         "kubernetes": "dataspace.sandbox.kubernetes:KubernetesBackend",
+        "docker": "dataspace.sandbox.docker:DockerBackend",
     },
     plural="backends",
 )

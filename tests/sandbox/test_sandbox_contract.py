@@ -1,6 +1,7 @@
 """The sandbox contract run against every registered backend this machine can run.
 
-``local`` with cgroup limits and with rlimits; ``kubernetes`` on the loopback fake cluster
+``local`` with cgroup limits and with rlimits; ``docker`` on Debian's Docker daemon;
+``kubernetes`` on the loopback fake cluster
 (real kubernetes client, real exec websocket, real processes behind it; the real-cluster
 run is in ``tests/k8s/test_k8s_contract.py``). A backend this machine cannot run is
 skipped with the reason; a registered backend with no provider here fails, so a new
@@ -82,10 +83,17 @@ def _kubernetes(request: pytest.FixtureRequest, tmp_path: Path, variant: str) ->
     return Target(backend=backend, resources=contract_resources())
 
 
+def _docker(request: pytest.FixtureRequest, tmp_path: Path, variant: str) -> Target:
+    from test_sandbox_docker import open_docker_backend
+
+    return Target(backend=open_docker_backend())
+
+
 Provider = Callable[[pytest.FixtureRequest, Path, str], Target]
 PROVIDERS: dict[str, tuple[Provider, tuple[str, ...]]] = {
     "local": (_local, ("cgroup", "rlimit")),
     "kubernetes": (_kubernetes, ("fake-cluster",)),
+    "docker": (_docker, ("daemon",)),
 }
 """How the suite gets each backend, and its variants (a backend's test setup)."""
 

@@ -92,7 +92,7 @@ from typing import Any, Literal
 from dataspace.checks import timed
 from dataspace.errors import ConfigError, SandboxClosedError, SandboxError
 from dataspace.limits import Limits, format_size
-from dataspace.sandbox import workbench
+from dataspace.sandbox import rootfs, workbench
 from dataspace.sandbox._paths import OutputRoot
 from dataspace.sandbox.base import (
     OUTPUT_DIR,
@@ -218,7 +218,8 @@ class LocalBackend(SandboxBackend):
         self.tools = {name: _tool(name) for name in ("nsenter", "setpriv", "prlimit")}
         self.runtime_root = Path(runtime_root)
         self.runtime = workbench.read_manifest(self.runtime_root)
-        self.system_ops = _system_ops(self.runtime_root)
+        self.system_root = str(rootfs.debian_root(self.runtime_root))
+        self.system_ops = _system_ops(self.runtime_root, self.system_root)
         self.seccomp: _seccomp.Filter | None = None
         self._spawner: _procs.Spawner | None = None
         if seccomp:
@@ -396,10 +397,11 @@ class LocalBackend(SandboxBackend):
         shutil.rmtree(entry, ignore_errors=True)
 
 
-def _system_ops(runtime_root: Path) -> list[tuple[str, ...]]:
-    """The filesystem operations that give a sandbox the host's programs and the workbench.
+def _system_ops(runtime_root: Path, system: str = "/") -> list[tuple[str, ...]]:
+    """The filesystem operations that give a sandbox the Debian root and the workbench.
 
-    The host's ``/usr`` (Debian's tools, the workbench's command-line tools among them),
+    The Debian 12 root's ``/usr`` (``rootfs.py``: Debian's tools, the workbench's
+    command-line tools among them), not the host's,
     the workbench Python at ``/usr/local`` (where the official image has its Python,
     hiding the host's own ``/usr/local``) and, at ``/opt/dataspace``, the files the
     official workbench image has there (``TOOLS.md``, ``capabilities.json``, the two package
@@ -410,12 +412,12 @@ def _system_ops(runtime_root: Path) -> list[tuple[str, ...]]:
     """
     ops: list[tuple[str, ...]] = []
     for name in ("bin", "sbin", "lib", "lib32", "lib64", "libx32"):
-        path = "/" + name
+        path = os.path.join(system, name)
         if os.path.islink(path):
-            ops.append(("link", os.readlink(path), path))
+            ops.append(("link", os.readlink(path), "/" + name))
         elif os.path.isdir(path):
-            ops.append(("bind", path, path))
-    ops.append(("bind", "/usr", "/usr"))
+            ops.append(("bind", path, "/" + name))
+    ops.append(("bind", os.path.join(system, "usr"), "/usr"))
     root = os.path.realpath(runtime_root)
     # Resolved once: a rebuild swaps the link to a new folder, this sandbox keeps its own.
     ops.append(("bind", os.path.realpath(os.path.join(root, workbench.PYTHON_DIR)), "/usr/local"))
@@ -559,7 +561,7 @@ class LocalSandbox(Sandbox):
         for op in backend.system_ops:
             argv.extend(op)
         try:
-            etc = _etc.ops(self._dir / "etc")
+            etc = _etc.ops(self._dir / "etc", os.path.join(backend.system_root, "etc"))
         except OSError as exc:
             raise SandboxError(f"sandbox {self.id}: cannot write its /etc: {exc}") from exc
         for op in etc:

@@ -1,0 +1,268 @@
+"""The docker backend on Debian's Docker daemon: the workbench probes and what a container
+keeps out (network, keys, other attempts, a fork bomb) and leaves behind (the contract suite
+runs on it from ``test_sandbox_contract.py``).
+
+Skipped, with the reason, where no Docker daemon answers or the runtime image is missing
+(``scripts/dev.sh`` as root starts the daemon and builds the image).
+"""
+
+from __future__ import annotations
+
+import json
+import socket
+import subprocess
+import textwrap
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+from test_sandbox_hardening import KEYRING
+from test_sandbox_isolation import GOLD_SENTINEL, REPO, snapshot, still_running, wait_until
+from test_sandbox_workbench import (
+    test_ffprobe_reads_the_demo_video,  # noqa: F401  (run here on a container)
+    test_pdftotext_extracts_the_demo_pdf,  # noqa: F401
+    test_sqlite_jq_and_ripgrep_run,  # noqa: F401
+    test_tesseract_has_english_and_simplified_chinese,  # noqa: F401
+    test_the_controllers_python_is_not_visible,  # noqa: F401
+    test_the_workbench_python_is_the_official_one,  # noqa: F401
+    test_tools_md_and_the_manifest_are_at_the_official_paths,  # noqa: F401
+)
+from test_sandbox_workbench import workspace as workbench_workspace  # noqa: F401
+
+from dataspace.errors import SandboxError
+from dataspace.sandbox import Limits, SandboxSpec, get_backend, rootfs, workbench
+from dataspace.sandbox.docker import DockerBackend, DockerSandbox
+from dataspace.sandbox.docker.sandbox import LABEL
+
+pytestmark = pytest.mark.sandbox
+
+MakeSandbox = Callable[..., DockerSandbox]
+
+
+def open_docker_backend() -> DockerBackend:
+    """The docker backend, or a skip saying why this host cannot run it."""
+    try:
+        backend = get_backend("docker")
+        backend.runtime_identity({}, None)  # the runtime image is there
+    except SandboxError as exc:
+        pytest.skip(f"docker sandbox backend unavailable here: {exc}")
+    assert isinstance(backend, DockerBackend)
+    return backend
+
+
+@pytest.fixture(scope="module")
+def docker_backend() -> DockerBackend:
+    return open_docker_backend()
+
+
+# -- the workbench: the local backend's probes, run on one container --------------------
+
+
+@pytest.fixture(scope="module")
+def workspace(workbench_workspace: Path) -> Path:  # noqa: F811
+    return workbench_workspace
+
+
+@pytest.fixture(scope="module")
+def sandbox(docker_backend: DockerBackend, workspace: Path) -> Iterator[DockerSandbox]:
+    with docker_backend.create(SandboxSpec(workspace=workspace)) as box:
+        yield box  # type: ignore[misc]
+
+
+def test_the_image_shows_the_debian_root_every_backend_shows(sandbox: DockerSandbox) -> None:
+    """Guards the container's files drifting from the local sandbox's (one Debian 12 root)."""
+    root = rootfs.debian_root(workbench.RUNTIME_ROOT)
+    shown = sandbox.exec("cat /etc/debian_version; dpkg-query -W -f='${Version}' ffmpeg python3.11")
+    expected = subprocess.run(
+        ["dpkg-query", "-W", "-f=${Version}", "ffmpeg", "python3.11"],
+        env={"DPKG_ADMINDIR": str(root / "var/lib/dpkg"), "PATH": "/usr/bin:/bin"},
+        capture_output=True, text=True, check=True,
+    ).stdout  # fmt: skip
+    assert shown.stdout == (root / "etc/debian_version").read_text() + expected
+    manifest = json.loads(Path(workbench.RUNTIME_ROOT, workbench.MANIFEST_NAME).read_text())
+    assert sandbox.info()["runtime"] == workbench.manifest_identity(manifest)
+
+
+# -- what a container keeps out ---------------------------------------------------------
+
+
+@pytest.fixture
+def release_workspace(tmp_path: Path) -> Path:
+    """A release laid out as the official one: the workspace is one task's context."""
+    release = tmp_path / "release"
+    context = release / "input" / "task_1" / "context"
+    context.mkdir(parents=True)
+    (context / "sales.csv").write_text("region,amount\nnorth,3\n")
+    gold = release / "output" / "task_1" / "gold.csv"
+    gold.parent.mkdir(parents=True)
+    gold.write_text(f"answer\n{GOLD_SENTINEL}\n")
+    return context
+
+
+@pytest.fixture
+def make(docker_backend: DockerBackend, release_workspace: Path) -> Iterator[MakeSandbox]:
+    created: list[DockerSandbox] = []
+
+    def make_sandbox(**limits: float) -> DockerSandbox:
+        spec = SandboxSpec(workspace=release_workspace, limits=Limits(**limits))
+        created.append(docker_backend.create(spec))
+        return created[-1]
+
+    yield make_sandbox
+    for box in created:
+        box.close()
+
+
+def test_no_network_not_even_the_hosts_loopback(make: MakeSandbox) -> None:
+    with socket.create_server(("127.0.0.1", 0)) as server:
+        port = server.getsockname()[1]
+        script = textwrap.dedent(f"""
+            import socket
+            for family, host in ((socket.AF_INET, "127.0.0.1"), (socket.AF_INET6, "::1")):
+                try:
+                    socket.socket(family).connect((host, {port}))
+                    print("connected", host)
+                except OSError as exc:
+                    print("refused", host, exc.errno)
+        """)
+        result = make().exec(["python3", "-c", script], timeout=20)
+    assert result.exit_code == 0, result.stderr
+    assert result.stdout.count("refused") == 2 and "connected" not in result.stdout
+    assert make().exec("cat /proc/net/route").stdout.count("\n") <= 1  # header only
+
+
+def test_no_key_in_the_environment_or_files(
+    make: MakeSandbox, release_workspace: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-test-secret-4b1d")
+    sandbox = make()
+    found = sandbox.exec("env; cat /proc/[0-9]*/environ 2>/dev/null | tr '\\0' '\\n'")
+    assert "secret-4b1d" not in found.stdout
+    gold = release_workspace.parents[2] / "output" / "task_1" / "gold.csv"
+    for command in (f"cat {gold}", "cat /workspace/../output/task_1/gold.csv",
+                    f"cat /proc/1/root{gold}", f"test -e {REPO / 'dataspace'}"):  # fmt: skip
+        result = sandbox.exec(command)
+        assert result.exit_code != 0 and GOLD_SENTINEL not in result.stdout, command
+    search = sandbox.exec(f"grep -rls {GOLD_SENTINEL} / --exclude-dir=proc --exclude-dir=sys",
+                          timeout=120)  # fmt: skip
+    assert search.stdout == ""
+
+
+def test_commands_run_unprivileged(make: MakeSandbox) -> None:
+    result = make().exec("id -u; id -g; grep -E '^(CapEff|NoNewPrivs)' /proc/self/status")
+    lines = result.stdout.split()
+    assert lines[:2] == ["65534", "65534"]
+    assert lines[lines.index("CapEff:") + 1] == "0000000000000000"
+    assert lines[lines.index("NoNewPrivs:") + 1] == "1"
+
+
+def test_no_channel_between_attempts(make: MakeSandbox) -> None:
+    """Nothing one attempt leaves (a key, a file in /tmp or /dev/shm) reaches the next."""
+    first = make()
+    added = first.exec(["python3", "-c", KEYRING, "add"])
+    assert added.exit_code == 0, added.stderr
+    assert [line.split()[1] for line in added.stdout.splitlines()] == ["-1", "-1"]
+    first.exec("echo left > /tmp/left; echo left > /dev/shm/left 2>/dev/null; true")
+    first.close()
+    second = make()
+    found = second.exec(["python3", "-c", KEYRING, "search"])
+    assert [line.split()[1] for line in found.stdout.splitlines()] == ["-1", "-1"]
+    assert second.exec("cat /tmp/left /dev/shm/left").stdout == ""
+
+
+def test_timeout_kills_everything_the_command_started(make: MakeSandbox) -> None:
+    sandbox = make()
+    result = sandbox.exec(
+        "sleep 300 & (setsid sleep 301 > /dev/null 2>&1 &); "
+        "nohup sleep 302 > /dev/null 2>&1 & sleep 303",
+        timeout=1,
+    )
+    assert (result.status, result.timed_out) == ("timeout", True)
+    left = sandbox.exec("cat /proc/[0-9]*/comm").stdout.split()
+    assert left.count("sleep") == 1, left  # the container's keeper, ``sleep infinity``, alone
+
+
+def test_fork_bomb_is_contained(make: MakeSandbox) -> None:
+    sandbox = make(pids=48, cpus=0.5)
+    result = sandbox.exec("(bomb() { bomb | bomb & }; bomb) & while :; do :; done", timeout=3)
+    assert (result.status, result.timed_out) == ("resource_limit", True)
+    pids = next(Path(p) for p in sandbox.info()["cgroups"] if Path(p, "pids.max").exists())
+    assert int((pids / "pids.max").read_text()) == 48
+    assert sandbox.exec("echo survived").stdout == "survived\n"
+    assert wait_until(lambda: int((pids / "pids.current").read_text()) <= 4)
+
+
+def test_memory_limit(make: MakeSandbox) -> None:
+    sandbox = make(memory_bytes=64 * 1024**2)
+    result = sandbox.exec(["python3", "-c", "data = b'x' * (128 * 1024 * 1024)"], timeout=60)
+    assert (result.exit_code, result.status) != (0, "ok")
+    assert result.status == "resource_limit"
+    assert sandbox.exec("echo alive").stdout == "alive\n"
+
+
+def test_tmp_and_output_are_size_limited(make: MakeSandbox) -> None:
+    sandbox = make(tmp_bytes=1024 * 1024, output_bytes=1024 * 1024)
+    assert sandbox.exec("head -c 3000000 /dev/zero > /tmp/big").exit_code != 0
+    assert sandbox.exec("head -c 3000000 /dev/zero > /output/big").exit_code != 0
+    assert sandbox.exec("touch /etc/x /usr/x /opt/dataspace/x").exit_code != 0
+
+
+def test_close_leaves_no_container(make: MakeSandbox, docker_backend: DockerBackend) -> None:
+    sandbox = make()
+    sandbox.exec("sleep 600 > /dev/null 2>&1 &")
+    members = snapshot(int(str(sandbox.info()["pid_namespace"])))
+    assert len(members) >= 3  # init, keeper, the sleep
+    sandbox.close()
+    listed = subprocess.run(
+        [docker_backend.docker, "ps", "--all", "--quiet", "--filter", f"{'name'}={sandbox.id}"],
+        capture_output=True, text=True, check=True,
+    ).stdout  # fmt: skip
+    assert listed == ""
+    assert wait_until(lambda: still_running(members) == [])
+
+
+CRASHING_CONTROLLER = """
+import json, sys
+from dataspace.sandbox import SandboxSpec, get_backend
+backend = get_backend("docker", sweep=False)
+sandbox = backend.create(SandboxSpec(workspace=sys.argv[1], labels={"run": sys.argv[2]}))
+print(sandbox.id, flush=True)
+sandbox.exec("sleep 1000")
+"""
+
+
+def test_a_crashed_controllers_container_is_swept(
+    docker_backend: DockerBackend, release_workspace: Path
+) -> None:
+    import os
+    import sys
+
+    run = f"sweep-{os.getpid()}"
+    child = subprocess.Popen(
+        [sys.executable, "-c", CRASHING_CONTROLLER, str(release_workspace), run],
+        stdout=subprocess.PIPE, text=True, cwd=REPO,
+    )  # fmt: skip
+    assert child.stdout is not None
+    container = child.stdout.readline().strip()
+    child.kill()
+    child.wait()
+    label = f"label={LABEL}={container}"
+    listed = [docker_backend.docker, "ps", "--all", "--quiet", "--filter", label]
+    assert subprocess.run(listed, capture_output=True, text=True).stdout.strip()
+    assert docker_backend.sweep({"run": run}) == 1
+    assert subprocess.run(listed, capture_output=True, text=True).stdout.strip() == ""
+
+
+def test_the_example_spec_is_the_official_baseline_on_docker() -> None:
+    from dataspace.runs.spec import load_spec
+
+    spec = load_spec(REPO / "examples" / "docker-baseline.yaml")
+    assert spec.sandbox.backend == "docker"
+    assert dict(spec.sandbox.options) == {"image": "dataspace-workbench:1.0"}
+    lim = spec.limits
+    assert (lim.cpus, lim.memory_bytes, lim.pids, lim.tmp_bytes) == (
+        4,
+        16 * 1024**3,
+        256,
+        2 * 1024**3,
+    )
