@@ -197,7 +197,7 @@ ensure_docker() {
             ${DATASPACE_DOCKER_STORAGE_DRIVER:+--storage-driver="$DATASPACE_DOCKER_STORAGE_DRIVER"} \
             >> /var/log/dataspace-dockerd.log 2>&1 &
         for _ in $(seq 60); do docker version >/dev/null 2>&1 && break; sleep 0.5; done
-        docker version >/dev/null 2>&1 || { echo "error: dockerd did not start; see /var/log/dataspace-dockerd.log" >&2; return 1; }
+        docker version >/dev/null 2>&1 || { echo "warning: dockerd did not start (see /var/log/dataspace-dockerd.log); the docker backend's tests will skip" >&2; return 0; }
     fi
     local base; base="dataspace/debian:bookworm-$(cat "$root/root/.stamp")"
     if ! docker image inspect "$base" >/dev/null 2>&1; then
