@@ -121,9 +121,11 @@ class _SemaphoreActor:
         for k in [k for k, exp in self.held.items() if exp <= now]:
             del self.held[k]
 
-    async def acquire(self, ttl: float) -> str:
+    async def acquire(self, ttl: float, timeout: float | None = None) -> str:
+        """A lease id; ``""`` when ``timeout`` seconds passed without a free permit."""
         import asyncio
 
+        end = None if timeout is None else time.monotonic() + timeout
         async with self.cond:
             while True:
                 self._expire()
@@ -132,7 +134,12 @@ class _SemaphoreActor:
                     self.held[lease] = time.monotonic() + ttl
                     self.peak = max(self.peak, len(self.held))
                     return lease
-                nearest = min(self.held.values()) - time.monotonic()
+                now = time.monotonic()
+                if end is not None and now >= end:
+                    return ""
+                nearest = min(self.held.values()) - now
+                if end is not None:
+                    nearest = min(nearest, end - now)
                 with contextlib.suppress(TimeoutError):
                     await asyncio.wait_for(self.cond.wait(), timeout=max(0.01, min(nearest, 5)))
 
@@ -182,22 +189,30 @@ class RayLimiter:
 
     def acquire(self, *, ttl: float) -> Lease:
         """Block until the cluster-wide semaphore grants a permit."""
+        lease = self.try_acquire(ttl=ttl, timeout=None)
+        assert lease is not None  # no timeout: granted or raised
+        return lease
+
+    def try_acquire(self, *, ttl: float, timeout: float | None) -> Lease | None:
+        """A permit, or None when none was free within ``timeout`` seconds (None: wait)."""
         import ray
         from ray.exceptions import RayActorError
 
         t0 = time.monotonic()
         try:
             try:
-                lease = ray.get(self._actor.acquire.remote(ttl))
+                lease = ray.get(self._actor.acquire.remote(ttl, timeout))
             except RayActorError:  # its run ended: this endpoint gets a new actor
                 self._actor = self._attach()
-                lease = ray.get(self._actor.acquire.remote(ttl))
+                lease = ray.get(self._actor.acquire.remote(ttl, timeout))
         except InfrastructureError:
             raise
         except Exception as exc:
             raise InfrastructureError(
                 f"concurrency limiter {self.key} failed: {exc}", code="model_limiter"
             ) from exc
+        if not lease:
+            return None
         return Lease(id=lease, waited_seconds=time.monotonic() - t0)
 
     def close(self) -> None:

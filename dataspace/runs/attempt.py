@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import logging
+import math
 import shutil
 import socket
 import tempfile
@@ -54,6 +55,7 @@ class AttemptRequest:
     prior_failures: tuple[Mapping[str, Any], ...] = field(default_factory=tuple)
     protocol: str = "official"
     key_holder: Any = None  # the controller's KeyHolder actor (dataspace.runs.keys), if any
+    turns: Any = None  # the run's Turns (dataspace.runs.turns); None: the agent starts at once
 
 
 SCRATCH_PREFIX = "ds-attempt-"
@@ -169,6 +171,7 @@ def _run_attempt(req: AttemptRequest, workdir: Path) -> ResultRow:
         )
     )
     sandbox = None
+    turn = None
     sandbox_info: dict[str, Any] = {}
     try:
         t = time.monotonic()
@@ -189,26 +192,27 @@ def _run_attempt(req: AttemptRequest, workdir: Path) -> ResultRow:
                     relay_dir.mkdir(mode=0o755)
                 else:
                     relay_network = True
-            sandbox = backend.create(
-                SandboxSpec(
-                    workspace=workspace,
-                    limits=req.limits.for_sandbox(),
-                    image=req.sandbox.image,
-                    relay_dir=None if relay_dir is None else str(relay_dir),
-                    runtime_binds=() if needs is None else tuple(needs.runtime_binds),
-                    relay_network=relay_network,
-                    labels={
-                        "run": req.run_id,
-                        "agent": req.agent.name,
-                        "task": req.task_id,
-                        "attempt": str(req.attempt),
-                    },
-                )
+            box_spec = SandboxSpec(
+                workspace=workspace,
+                limits=req.limits.for_sandbox(),
+                image=req.sandbox.image,
+                relay_dir=None if relay_dir is None else str(relay_dir),
+                runtime_binds=() if needs is None else tuple(needs.runtime_binds),
+                relay_network=relay_network,
+                labels={
+                    "run": req.run_id,
+                    "agent": req.agent.name,
+                    "task": req.task_id,
+                    "attempt": str(req.attempt),
+                },
             )
+            sandbox = backend.create(box_spec)
+            phases["sandbox_start"] = time.monotonic() - t
+            if req.turns is not None:
+                turn, sandbox = _await_turn(req, backend, box_spec, sandbox, phases)
             sandbox_info = dict(sandbox.info())
         except SandboxError as exc:
             raise _sandbox_fault(f"sandbox failed to start: {exc}", exc) from exc
-        phases["sandbox_start"] = time.monotonic() - t
 
         settings: dict[str, Any] = dict(req.agent.settings)
         if req.agent.model is not None:
@@ -244,6 +248,8 @@ def _run_attempt(req: AttemptRequest, workdir: Path) -> ResultRow:
                 end_state="runtime_error", error=f"{type(exc).__name__}: {exc}"[:500]
             )
         phases["agent"] = time.monotonic() - t
+        _hand_on(req, turn)  # the next attempt's agent starts while this one ends
+        turn = None
 
         t = time.monotonic()
         outdir = workdir / "output"
@@ -254,6 +260,7 @@ def _run_attempt(req: AttemptRequest, workdir: Path) -> ResultRow:
             raise _sandbox_fault(f"collecting outputs failed: {exc}", exc) from exc
         phases["collect"] = time.monotonic() - t
     finally:
+        _hand_on(req, turn)
         if sandbox is not None:
             try:
                 sandbox.close()
@@ -308,8 +315,11 @@ def _run_attempt(req: AttemptRequest, workdir: Path) -> ResultRow:
             store.put_file(f"{adir}/output/{PREDICTION_NAME}", prediction)
             store.put_file(layout.prediction(req.agent.name, req.task_id, req.attempt), prediction)
         phases["upload"] = time.monotonic() - t
-        wall = time.time() - t_start
+        turn_wait = phases.pop("turn", None)
+        wall = time.time() - t_start - (turn_wait or 0.0)  # the attempt's own time
         meta["phases"] = phases
+        if turn_wait is not None:
+            meta["turn_seconds"] = turn_wait
         meta["wall_seconds"] = wall
         meta["working_seconds"] = result.working_seconds
         store.put_bytes(f"{adir}/run.json", _dumps(meta))
@@ -318,6 +328,49 @@ def _run_attempt(req: AttemptRequest, workdir: Path) -> ResultRow:
     except StoreError as exc:
         raise InfrastructureError(f"upload to {req.store_uri} failed: {exc}", code="store") from exc
     return row
+
+
+def _await_turn(
+    req: AttemptRequest, backend: Any, box_spec: Any, sandbox: Any, phases: dict[str, float]
+) -> tuple[Any, Any]:
+    """Wait for the run's turn with the sandbox ready; the turn and the sandbox to use.
+
+    A sandbox that waited ``TURN_WAIT_LIMIT`` seconds is closed, and a new one is made
+    once the turn comes (its wall clock, and a pod's deadline, must not run while it
+    waits). The sandbox's clock starts when the turn comes. The wait counts as queueing
+    (the ``queue`` phase, and ``turn_seconds`` in ``run.json``), not as the attempt's
+    wall time.
+    """
+    from dataspace.runs import turns as turns_mod
+
+    t = time.monotonic()
+    turn = req.turns.acquire(timeout=turns_mod.TURN_WAIT_LIMIT)
+    if turn is None:
+        logger.info("%s: no turn within %.1f s; sandbox closed until one comes",
+                    req.task_id, turns_mod.TURN_WAIT_LIMIT)  # fmt: skip
+        sandbox.close()
+        turn = req.turns.acquire(timeout=None)
+        waited = time.monotonic() - t
+        t = time.monotonic()
+        try:
+            sandbox = backend.create(box_spec)
+        except BaseException:
+            req.turns.release(turn)
+            raise
+        phases["sandbox_start"] += time.monotonic() - t
+    else:
+        waited = time.monotonic() - t
+    phases["queue"] += waited
+    phases["turn"] = waited  # moved to run.json's turn_seconds: results know no such phase
+    if math.isfinite(sandbox.deadline):  # a backend that keeps the clock: it starts now
+        sandbox.start_clock()
+    return turn, sandbox
+
+
+def _hand_on(req: AttemptRequest, turn: Any) -> None:
+    """Give the run's turn back, if one is held."""
+    if turn is not None:
+        req.turns.release(turn)
 
 
 def _sandbox_fault(message: str, exc: SandboxError) -> InfrastructureError:

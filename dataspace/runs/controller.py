@@ -11,6 +11,11 @@ attempts (``dataspace.runs.expected``: earlier runs of the same model in the sto
 paper's figures); the order and its reasons are shown as a preflight line and written to
 ``order.json`` on every invocation.
 
+Turns: ``concurrency`` agents run at once, and ``prestart`` more attempts prepare their
+sandboxes meanwhile (``dataspace.runs.turns``): an attempt waits for a turn only once its
+sandbox is ready and hands it on as soon as its agent ends, so no place of the run idles
+through a sandbox's start-up or teardown.
+
 Order: the spec is checked against the recorded one (read only), then preflight runs
 (``dataspace.runs.preflight``) when attempts are pending; only then is the spec recorded
 and Ray started, so a bad spec leaves nothing behind.
@@ -76,6 +81,8 @@ from dataspace.runs.spec import (
     sandbox_identity,
     spec_key,
 )
+from dataspace.runs.turns import Turns, describe_turns, prestart_for
+from dataspace.runs.turns import in_flight as attempts_in_flight
 from dataspace.status import ENDPOINT_UNREACHABLE, UNFINISHED_STATUSES, AttemptStatus
 
 logger = logging.getLogger(__name__)
@@ -333,6 +340,8 @@ def _execute_leased(
 
         order = describe_order(expected, [f"{p.agent}/{p.task_id}/{p.attempt}" for p in pending])
         emit({"event": "preflight", "check": Check(key="plan.order", ok=True, message=order)})
+        turns_line = describe_turns(spec.concurrency, spec.prestart)
+        emit({"event": "preflight", "check": Check(key="plan.turns", ok=True, message=turns_line)})
         report = check_spec(
             spec,
             check_release=False,
@@ -430,7 +439,8 @@ def _connect_ray(spec: RunSpec, ray_init: dict[str, Any]) -> None:
     from dataspace.runs.ray_start import connect_ray
 
     extra = dict(ray_init)
-    num_cpus = extra.pop("num_cpus", spec.concurrency)
+    # one CPU per attempt in flight: the turns and the sandboxes prepared ahead
+    num_cpus = extra.pop("num_cpus", attempts_in_flight(spec.concurrency, spec.prestart))
     connect_ray(
         address=extra.pop("address", spec.ray_address),
         num_cpus=num_cpus,
@@ -883,15 +893,26 @@ class _Run:
         keys = controller_keys(_key_names(spec))
         holder = start_key_holder(keys) if keys else None
         limiters: list[Any] = []
+        turns = None
         try:
             limiters = _hold_limiters(spec)
-            self._schedule(pending, remote, holder)
+            if prestart_for(spec.concurrency, spec.prestart):
+                turns = Turns.hold(
+                    spec.run_id, spec.concurrency, wall_seconds=spec.limits.wall_seconds
+                )
+            self._schedule(pending, remote, holder, turns)
         finally:
             stop_key_holder(holder)
             for limiter in limiters:  # no actor of the run outlives it
                 limiter.close()
+            if turns is not None:
+                with contextlib.suppress(Exception):  # the stats are for the screen only
+                    self.emit({"event": "turns", **turns.stats()})
+                turns.close()
 
-    def _schedule(self, pending: list[PlannedAttempt], remote: Any, holder: Any) -> None:
+    def _schedule(
+        self, pending: list[PlannedAttempt], remote: Any, holder: Any, turns: Turns | None
+    ) -> None:
         spec = self.spec
         agents = {a.name: a for a in spec.agents}
         queue: Iterator[PlannedAttempt] = iter(pending)
@@ -919,6 +940,7 @@ class _Run:
                 prior_failures=tuple(prior),
                 protocol=spec.protocol,
                 key_holder=holder,
+                turns=turns,
             )
 
         try:
@@ -960,8 +982,9 @@ class _Run:
         from ray.exceptions import RayError, RayTaskError
 
         spec = self.spec
+        limit = attempts_in_flight(spec.concurrency, spec.prestart)
         while True:
-            while len(in_flight) < spec.concurrency and not self.stopped_for_spend:
+            while len(in_flight) < limit and not self.stopped_for_spend:
                 if self.lease is not None and self.lease.lost.is_set():
                     break  # another invocation took the run over: schedule nothing more
                 retry = [r for r in retry if r.agent.name not in self.stopped]

@@ -13,7 +13,8 @@ how much to run at once. Example::
     protocol: official                 # or extended (dataspace.agents.protocol)
     limits: {model_turns: 60, tool_actions: 50, wall_seconds: 1800, command_timeout: 180}
     sandbox: {backend: local, cpus: 4, memory: 16g, pids: 256, tmp: 2g}
-    concurrency: 2
+    concurrency: 2                     # agents running at once
+    # prestart: 1                      # sandboxes prepared ahead (default: 1 per 8)
     attempts: 1
 
 Limits and resources left out take the official baseline's values (``dataspace.limits``,
@@ -21,7 +22,7 @@ the values of this example).
 
 Identity: the fingerprint covers what changes results (release content, agents, models,
 protocol profile, limits, sandbox runtime, attempts, task selection), not how fast they are produced
-(concurrency, Ray address), so a run can be resumed with more workers.
+(concurrency, prestart, Ray address), so a run can be resumed with more workers.
 """
 
 from __future__ import annotations
@@ -169,6 +170,7 @@ class RunSpec:
     max_infra_retries: int = 3
     fail_fast_after: int = 3
     spend_limit_usd: float | None = None
+    prestart: int | None = None  # None: dataspace.runs.turns' default
     protocol: str = "official"
     schema_version: str = SPEC_SCHEMA_VERSION
 
@@ -178,7 +180,7 @@ class RunSpec:
         Release content, task selection, each agent's harness, model id and endpoint and
         settings, limits, sandbox runtime, protocol profile and attempts. Not what only
         changes pace or price:
-        concurrency, ``max_concurrency``, retry pacing (``settings.retry``, timeouts,
+        concurrency, ``prestart``, ``max_concurrency``, retry pacing (``settings.retry``, timeouts,
         ``max_infra_retries``, ``fail_fast_after``), prices (costs are recomputed from
         tokens with the prices of the latest invocation), the spend limit, where the
         release is read from, the store and the Ray address.
@@ -394,6 +396,9 @@ def parse_spec(obj: object, *, source: str, base_dir: Path | None = None) -> Run
             maximum=_MAX_COUNT,
         ),
         spend_limit_usd=None if spend is None else r.positive(spend, "spend_limit_usd"),
+        prestart=None
+        if d.get("prestart") is None
+        else r.positive_int(d["prestart"], "prestart", allow_zero=True, maximum=MAX_CONCURRENCY),
         protocol=protocol,
     )
 
@@ -413,6 +418,7 @@ _TOP_KEYS = {
     "max_infra_retries",
     "fail_fast_after",
     "spend_limit_usd",
+    "prestart",
     "protocol",
 }
 # the spec's names of the sandbox's resources (``memory: 16g``; Limits.memory_bytes ...)

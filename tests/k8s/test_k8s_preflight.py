@@ -105,7 +105,31 @@ def test_an_image_a_node_holds_needs_no_pod(cluster: FakeKubernetes, tmp_path: P
     cluster.policy.nodes = [node(NODE, images=[IMAGE])]
     code, lines = doctor(cluster, tmp_path)
     assert code == 0, lines
-    assert line(lines, "sandbox.image") == f"ok   sandbox.image: {IMAGE} is on node {NODE}"
+    assert line(lines, "sandbox.image") == (
+        f"ok   sandbox.image: {IMAGE} is on every schedulable node ({NODE})"
+    )
+    assert cluster.created_total == 0
+
+
+def test_nodes_without_the_image_are_named_with_the_pre_pull_fix(
+    cluster: FakeKubernetes, tmp_path: Path
+) -> None:
+    """Guards the cold-pull check: a node lacks the image (cordoned ones do not count)."""
+    cluster.policy.nodes = [
+        node(NODE, images=[IMAGE]),
+        node("node-2", images=[IMAGE]),
+        node("node-3"),
+        node("cordoned"),  # unschedulable: no attempt goes there
+    ]
+    cluster.policy.nodes[-1]["spec"]["unschedulable"] = True
+    code, lines = doctor(cluster, tmp_path)
+    assert code == 0, lines  # a warning: attempts there wait for the pull, the run works
+    assert line(lines, "sandbox.image") == (
+        f"warn sandbox.image: {IMAGE} is on 2 of 3 schedulable nodes, not on node-3: an "
+        "attempt placed there waits for the pull; pre-pull it on every node (kubectl apply "
+        "-f k8s/base/prepull-daemonset.yaml, then kubectl -n dataspace rollout status "
+        "daemonset/runtime-prepull)"
+    ), lines
     assert cluster.created_total == 0
 
 

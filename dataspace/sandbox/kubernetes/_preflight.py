@@ -11,8 +11,10 @@ will ask, without running it:
   Pod Security, admission policies and the quota admit it (a quota that is only full now
   is a warning: attempts wait for room); its volume claim exists (a dry run does not
   look at claims);
-* ``image``: a schedulable node holds the image (its status' ``images``), or a one-off
-  pod of the same manifest pulls it within ``preflight_pull_timeout`` (then is deleted);
+* ``image``: every schedulable node holds the image (its status' ``images``); some but
+  not all is a warning naming the nodes without it (an attempt placed there waits for a
+  cold pull: pre-pull with ``k8s/base/prepull-daemonset.yaml``); none: a one-off pod of the
+  same manifest pulls it within ``preflight_pull_timeout`` (then is deleted);
 * ``resources``: the pod's requests fit the allocatable resources of a schedulable node.
 
 Reading nodes needs the ClusterRole ``dataspace-node-reader`` (``k8s/base/rbac.yaml``);
@@ -43,6 +45,10 @@ RESOURCES = ("cpu", "memory", "ephemeral-storage")
 NAMESPACE_FIX = (
     "apply the manifests first (kubectl apply -f k8s/base/namespaces.yaml, see k8s/README.md) "
     "or set sandbox.options.namespace"
+)
+PREPULL_FIX = (
+    "pre-pull it on every node (kubectl apply -f k8s/base/prepull-daemonset.yaml, then "
+    "kubectl -n dataspace rollout status daemonset/runtime-prepull)"
 )
 NODES_FIX = "apply the ClusterRole dataspace-node-reader of k8s/base/rbac.yaml to check it"
 
@@ -95,12 +101,38 @@ def cluster_checks(
     out.append(_fits(manifest, nodes))
     image = manifest["spec"]["containers"][0]["image"]
     holders = [n["metadata"]["name"] for n in nodes if _holds(n, image)]
-    if holders:
-        where = holders[0] + (f" and {len(holders) - 1} more" if len(holders) > 1 else "")
-        out.append(ClusterCheck(key="image", ok=True, message=f"{image} is on node {where}"))
+    missing = [n["metadata"]["name"] for n in nodes if not _holds(n, image)]
+    if holders and not missing:
+        out.append(
+            ClusterCheck(
+                key="image",
+                ok=True,
+                message=f"{image} is on every schedulable node ({_some(holders)})",
+            )
+        )
+    elif holders:
+        out.append(
+            ClusterCheck(
+                key="image",
+                ok=True,
+                warning=True,
+                message=f"{image} is on {len(holders)} of {len(nodes)} schedulable nodes, not "
+                f"on {_some(missing)}: an attempt placed there waits for the pull; {PREPULL_FIX}",
+            )
+        )
     else:
         out.append(_pull(api, opts, manifest, "no schedulable node holds it"))
     return out
+
+
+def _some(names: list[str], shown: int = 3) -> str:
+    """Node names for a message, the first few.
+
+    >>> _some(["a"]), _some(["a", "b", "c", "d", "e"])
+    ('a', 'a, b, c and 2 more')
+    """
+    head = ", ".join(names[:shown])
+    return head + (f" and {len(names) - shown} more" if len(names) > shown else "")
 
 
 def _namespace(api: KubeApi, ns: str) -> ClusterCheck | None:
