@@ -168,7 +168,13 @@ class AlreadyExistsError(StoreError):
 
 
 class SandboxError(DataSpaceError):
-    """The sandbox failed for reasons outside the agent's control."""
+    """The sandbox failed for reasons outside the agent's control.
+
+    ``code`` names the failure where a backend knows it (``image_pull``, ``pod_evicted``
+    ...); None otherwise.
+    """
+
+    code: str | None = None
 
 
 class SandboxClosedError(SandboxError):

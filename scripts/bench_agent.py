@@ -22,11 +22,12 @@ import threading
 import time
 from pathlib import Path
 
-from dataspace.agents import AgentContext, AgentLimits, EventLog, get_agent
+from dataspace.agents import AgentContext, AgentLimits, get_agent
+from dataspace.llm.models import ModelSpec
 from dataspace.release import TaskInput
-from dataspace.runs.spec import ModelSpec
 from dataspace.sandbox import Limits, SandboxSpec, get_backend
 from dataspace.testing.scripted_server import ScriptedServer
+from dataspace.traces import EventLog
 
 KEY_ENV = "BENCH_SCRIPTED_KEY"
 

@@ -315,3 +315,29 @@ def test_no_base_module_imports_its_own_package():
             package = mod.rpartition(".")[0]
             own = sorted(d for d in deps if d.startswith(package + ".") and d != mod)
             assert not own, f"{mod} imports {own}"
+
+
+SHARED_TYPES = {
+    "EventLog": "dataspace.traces",
+    "Usage": "dataspace.traces",
+    "ModelSpec": "dataspace.llm",
+}
+"""A type shared by several layers -> the package it lives in (one level down)."""
+
+
+def test_shared_types_are_imported_from_their_home():
+    """Guards a shared type reached through a layer above its home (events and usage
+    through ``dataspace.agents``, model specs through ``dataspace.runs.spec``): such an
+    old path keeps the upward import alive and names one concept in two places."""
+    found = []
+    for folder in (*PACKAGES, "ray_jobs", "scripts", "tests"):
+        for path in sorted((REPO / folder).rglob("*.py")):
+            for node in ast.walk(ast.parse(path.read_text(), str(path))):
+                if not isinstance(node, ast.ImportFrom) or not node.module:
+                    continue
+                for alias in node.names:
+                    home = SHARED_TYPES.get(alias.name)
+                    if home and node.module != home and not node.module.startswith(home + "."):
+                        where = f"{path.relative_to(REPO)}:{node.lineno}"
+                        found.append(f"{where}: {alias.name} from {node.module}, not {home}")
+    assert found == [], "\n".join(found)

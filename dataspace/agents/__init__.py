@@ -12,9 +12,7 @@ from dataspace.agents.base import (
     AgentContext,
     AgentLimits,
     AgentResult,
-    EventLog,
     PredictionSnapshot,
-    Usage,
 )
 from dataspace.registry import Registry
 
@@ -119,10 +117,8 @@ __all__ = [
     "AgentContext",
     "AgentLimits",
     "AgentResult",
-    "EventLog",
     "HarnessInfo",
     "PredictionSnapshot",
-    "Usage",
     "get_agent",
     "harness_info",
     "harness_names",

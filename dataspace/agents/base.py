@@ -14,7 +14,7 @@ import time
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal, Protocol, runtime_checkable
+from typing import Any, ClassVar, Literal, Protocol, runtime_checkable
 
 from dataspace.limits import Limits
 from dataspace.release import TaskInput
@@ -176,10 +176,34 @@ class Agent(Protocol):
 
     It never raises for the agent's own failures (those are end states); it raises
     ``InfrastructureError`` for faults outside the agent (endpoint unreachable past retries).
+    Every harness subclasses it, so the layers above read each capability below without
+    asking whether a harness has it; a harness overrides the ones it differs in.
+
+    Attributes:
+        name: the harness's registered name.
+        needs_oracle: the harness submits the release's gold answer (``AgentContext.oracle``).
+        wire: the wire API it speaks to its model endpoint (``chat``, ``responses`` or
+            ``messages``), which preflight probes.
     """
 
     name: str
-    needs_oracle: bool
+    needs_oracle: bool = False
+    wire: ClassVar[str] = "chat"
+
+    @classmethod
+    def check_settings(cls, settings: Mapping[str, Any], *, has_model: bool) -> None:
+        """Refuse a run spec's settings this harness cannot run, before any attempt.
+
+        The default accepts any settings.
+
+        Raises:
+            ConfigError: a setting (or a missing model) the harness refuses.
+        """
+        return None
+
+    def sandbox_needs(self) -> SandboxNeeds | None:
+        """What the attempt's sandbox must have at creation; None (the default): nothing."""
+        return None
 
     def run(self, ctx: AgentContext) -> AgentResult:
         """Run one attempt to an end state."""
@@ -194,10 +218,8 @@ __all__ = [
     "AgentLimits",
     "AgentResult",
     "EndState",
-    "EventLog",
     "Limits",
     "SandboxNeeds",
-    "Usage",
     "UsageSink",
     "unknown_settings",
 ]

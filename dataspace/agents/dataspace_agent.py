@@ -48,6 +48,7 @@ from dataspace.agents._react_prompt import (
 )
 from dataspace.agents._react_tools import TOOL_SCHEMAS, ToolBox, ToolConfig
 from dataspace.agents.base import (
+    Agent,
     AgentContext,
     AgentResult,
     PredictionSnapshot,
@@ -130,7 +131,7 @@ def resolve_protocol(value: object) -> ProtocolProfile:
         raise ConfigError(f"dataspace-agent: {exc}") from None
 
 
-class DataSpaceAgent:
+class DataSpaceAgent(Agent):
     """The paper's ReAct baseline (harness ``dataspace-agent``).
 
     Args:
@@ -138,7 +139,6 @@ class DataSpaceAgent:
     """
 
     name = "dataspace-agent"
-    needs_oracle = False
 
     @classmethod
     def check_settings(cls, settings: Mapping[str, Any], *, has_model: bool) -> None:

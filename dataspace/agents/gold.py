@@ -11,7 +11,7 @@ from __future__ import annotations
 import logging
 import time
 
-from dataspace.agents.base import AgentContext, AgentResult
+from dataspace.agents.base import Agent, AgentContext, AgentResult
 from dataspace.sandbox.base import OUTPUT_DIR
 from dataspace.traces import Error, Submit, Tool
 
@@ -26,7 +26,7 @@ _CHECK = (
 )
 
 
-class GoldAgent:
+class GoldAgent(Agent):
     """Writes and submits the reference answer through the sandbox tools."""
 
     name = "gold"

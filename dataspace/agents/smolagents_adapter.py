@@ -43,7 +43,13 @@ from typing import Any
 
 from dataspace.agents._react_tools import check_prediction, read_prediction_csv
 from dataspace.agents._smol_bridge import SandboxBridge
-from dataspace.agents.base import AgentContext, AgentResult, SandboxNeeds, unknown_settings
+from dataspace.agents.base import (
+    Agent,
+    AgentContext,
+    AgentResult,
+    SandboxNeeds,
+    unknown_settings,
+)
 from dataspace.errors import ConfigError, InfrastructureError, SandboxError
 from dataspace.sandbox.base import OUTPUT_DIR
 from dataspace.traces import AgentEnd, AgentStart, Error, HarnessTrace
@@ -149,11 +155,10 @@ def install_problem() -> str | None:
     return None
 
 
-class SmolagentsAgent:
+class SmolagentsAgent(Agent):
     """Runs smolagents inside the sandbox (harness ``smolagents``)."""
 
     name = "smolagents"
-    needs_oracle = False
     version = VERSION
 
     @staticmethod

@@ -128,10 +128,11 @@ def run_attempt(req: AttemptRequest) -> ResultRow:
 
 
 def _run_attempt(req: AttemptRequest, workdir: Path) -> ResultRow:
-    from dataspace.agents import AgentContext, EventLog, get_agent
+    from dataspace.agents import AgentContext, get_agent
     from dataspace.release import Release
     from dataspace.sandbox import SandboxSpec, get_backend
     from dataspace.store import open_store
+    from dataspace.traces import EventLog
 
     t_start = time.time()
     phases: dict[str, float] = {"queue": max(0.0, t_start - req.submitted_at)}
@@ -179,7 +180,7 @@ def _run_attempt(req: AttemptRequest, workdir: Path) -> ResultRow:
         phases["staging"] = time.monotonic() - t
         t = time.monotonic()
         agent = get_agent(req.agent.harness)
-        needs = agent.sandbox_needs() if hasattr(agent, "sandbox_needs") else None
+        needs = agent.sandbox_needs()
         relay_dir: Path | None = None
         relay_network = False
         try:
@@ -375,7 +376,7 @@ def _hand_on(req: AttemptRequest, turn: Any) -> None:
 
 def _sandbox_fault(message: str, exc: SandboxError) -> InfrastructureError:
     """A sandbox failure as a retryable fault, keeping the backend's code (``image_pull``...)."""
-    return InfrastructureError(message, code=getattr(exc, "code", None) or "sandbox")
+    return InfrastructureError(message, code=exc.code or "sandbox")
 
 
 def _clear_partial(store: Any, adir: str) -> None:

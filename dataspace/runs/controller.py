@@ -49,7 +49,7 @@ import json
 import logging
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
 from dataspace.errors import (
@@ -57,6 +57,7 @@ from dataspace.errors import (
     DataSpaceError,
     InfrastructureError,
     NotFoundError,
+    SandboxError,
     SpecChangedError,
 )
 from dataspace.release import Release
@@ -539,9 +540,7 @@ def _oracle_agents(spec: RunSpec) -> frozenset[str]:
     """Names of the agents whose harness submits the release's gold answer."""
     from dataspace.agents import get_agent
 
-    return frozenset(
-        a.name for a in spec.agents if getattr(get_agent(a.harness), "needs_oracle", False)
-    )
+    return frozenset(a.name for a in spec.agents if get_agent(a.harness).needs_oracle)
 
 
 def _skipped_row(spec: RunSpec, p: PlannedAttempt, release: Release) -> ResultRow:
@@ -1050,7 +1049,9 @@ class _Run:
     def _fault(self, req: AttemptRequest, cause: BaseException) -> AttemptRequest | None:
         """Record one infrastructure failure; the request to retry, if any."""
         spec = self.spec
-        code = getattr(cause, "code", None) or type(cause).__name__
+        code = (
+            cause.code if isinstance(cause, InfrastructureError | SandboxError) else None
+        ) or type(cause).__name__
         rec = infra_record(req, cause, code=code)
         k = req.try_index
         self.store.put_bytes(
@@ -1078,13 +1079,11 @@ class _Run:
             self._count_infra(name, code, rec["error"])
         if name in self.stopped or k + 1 > spec.max_infra_retries:
             return None
-        return AttemptRequest(
-            **{
-                **{f: getattr(req, f) for f in req.__dataclass_fields__},
-                "try_index": k + 1,
-                "prior_failures": (*req.prior_failures, rec),
-                "submitted_at": time.time(),
-            }
+        return replace(
+            req,
+            try_index=k + 1,
+            prior_failures=(*req.prior_failures, rec),
+            submitted_at=time.time(),
         )
 
     def _count_infra(self, name: str, code: str, error: str) -> None:

@@ -32,7 +32,8 @@ from typing import Any
 
 from dataspace.checks import Check, one_line, timed
 from dataspace.errors import ConfigError, DataSpaceError
-from dataspace.runs.spec import ModelSpec, RunSpec
+from dataspace.llm.models import ModelSpec
+from dataspace.runs.spec import RunSpec
 from dataspace.sandbox import DEFAULT_BACKEND, RuntimeChange, backend_class
 
 logger = logging.getLogger(__name__)
@@ -230,16 +231,9 @@ def _check_key(m: ModelSpec, where: str, keys_from: str = KEYS_FROM_SHELL) -> Ch
 
 def _wire_of(harness: str) -> str:
     """The wire API a harness speaks to its model (``chat`` unless a native CLI says so)."""
-    from dataspace.agents import harness_target
+    from dataspace.agents import HARNESSES
 
-    target = harness_target(harness)
-    if target is None or ".native." not in target:
-        return "chat"
-    import importlib
-
-    module_name, cls_name = target.split(":")
-    cls = getattr(importlib.import_module(module_name), cls_name)
-    return str(getattr(cls, "wire", "") or "chat")
+    return HARNESSES.get(harness).wire
 
 
 # the minimal request of each wire API: (path, body, answer field that must be present)
@@ -275,32 +269,20 @@ def _reply_usage(data: bytes, answer_field: str) -> Any:
     Some endpoints stream whatever the request asks. Raises ValueError when the body is no
     model reply at all.
     """
-    import json
+    from dataspace.llm.wires.sse import sse_objects
 
-    try:
-        payload = json.loads(data)
-    except ValueError:
-        payload = None
-    if isinstance(payload, dict):
-        if answer_field not in payload:
+    objects = sse_objects(data)
+    if not objects:
+        raise ValueError("not a model reply")
+    if data.lstrip().startswith(b"{"):  # one JSON reply, not a stream
+        if answer_field not in objects[0]:
             raise ValueError(f"no {answer_field}")
-        return payload.get("usage")
-    usage, events = None, 0
-    for line in data.decode("utf-8", "replace").splitlines():
-        if not line.startswith("data:"):
-            continue
-        try:
-            event = json.loads(line[5:].strip())
-        except ValueError:
-            continue
-        if not isinstance(event, dict):
-            continue
-        events += 1
+        return objects[0].get("usage")
+    usage = None
+    for event in objects:
         for holder in (event, event.get("response"), event.get("message")):
             if isinstance(holder, dict) and isinstance(holder.get("usage"), dict):
                 usage = holder["usage"]
-    if not events:
-        raise ValueError("not a model reply")
     return usage
 
 
@@ -685,9 +667,7 @@ def check_agents(spec: RunSpec) -> None:
     for i, a in enumerate(spec.agents):
         try:
             agent = get_agent(a.harness)
-            check = getattr(type(agent), "check_settings", None)
-            if check is not None:
-                check(dict(a.settings), has_model=a.model is not None)
+            type(agent).check_settings(dict(a.settings), has_model=a.model is not None)
         except ConfigError as exc:
             raise ConfigError(f"agents[{i}] (agent {a.name!r}): {exc}") from None
 

@@ -281,11 +281,11 @@ def load_spec(path: Path | str) -> RunSpec:
     try:
         obj = yaml.safe_load(text)
     except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
+        marked = exc if isinstance(exc, yaml.MarkedYAMLError) else None
+        mark = None if marked is None else marked.problem_mark
         where = f" line {mark.line + 1}" if mark is not None else ""
-        raise ConfigError(
-            f"{path}:{where} invalid YAML: {getattr(exc, 'problem', None) or exc}"
-        ) from exc
+        problem = None if marked is None else marked.problem
+        raise ConfigError(f"{path}:{where} invalid YAML: {problem or exc}") from exc
     return parse_spec(obj, source=str(path), base_dir=path.parent)
 
 
@@ -551,7 +551,6 @@ __all__ = [
     "PACE_SETTINGS",
     "AgentSpec",
     "Limits",
-    "ModelSpec",
     "RunSpec",
     "SandboxConfig",
     "agent_identity",

@@ -165,6 +165,43 @@ class ExecPlan:
     number: int
 
 
+def exec_status(
+    kind: ExecStatus,
+    *,
+    killed: bool,
+    past_deadline: bool,
+    memory: bool = False,
+    pids: bool = False,
+) -> ExecStatus:
+    """How a command that ran ended, from what its backend saw (every backend's one rule).
+
+    Args:
+        kind: the plan's status for a kill at its limit (``ExecPlan.kind``).
+        killed: the command was killed (at its limit, by the kernel, or by the deadline).
+        past_deadline: the sandbox's wall clock had run out when the command ended.
+        memory: the kernel killed a process of the sandbox for memory meanwhile.
+        pids: the sandbox hit its pids limit meanwhile.
+
+    A kill after the deadline is ``deadline``; a kill for memory, or while at the pids
+    limit, ``resource_limit`` (a fork refused in a command that then exited is no kill: its
+    exit code and stderr tell what happened); any other kill ``kind``.
+
+    >>> exec_status("timeout", killed=True, past_deadline=False)
+    'timeout'
+    >>> exec_status("timeout", killed=True, past_deadline=True)
+    'deadline'
+    >>> exec_status("timeout", killed=True, past_deadline=False, pids=True)
+    'resource_limit'
+    >>> exec_status("timeout", killed=False, past_deadline=False, pids=True)
+    'ok'
+    """
+    if killed and past_deadline:
+        return "deadline"
+    if memory or (killed and pids):
+        return "resource_limit"
+    return kind if killed else "ok"
+
+
 def check_env(env: Mapping[str, str], where: str) -> None:
     """Refuse an environment a command cannot be given.
 
@@ -224,6 +261,10 @@ class Sandbox(ABC):
     def seconds_left(self) -> float:
         """Seconds until the deadline (0 once it has passed)."""
         return max(0.0, self._deadline - time.monotonic())
+
+    def past_deadline(self) -> bool:
+        """Whether the wall clock has run out."""
+        return time.monotonic() >= self._deadline
 
     @property
     def execs(self) -> int:

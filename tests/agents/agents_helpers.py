@@ -15,10 +15,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from dataspace.agents import AgentContext, AgentLimits, AgentResult, EventLog, get_agent
+from dataspace.agents import AgentContext, AgentLimits, AgentResult, get_agent
+from dataspace.llm.models import ModelSpec
 from dataspace.release import TaskInput
-from dataspace.runs.spec import ModelSpec
 from dataspace.testing.scripted_server import ScriptedServer
+from dataspace.traces import EventLog
 
 KEY_ENV = "DATASPACE_TEST_MODEL_KEY"
 SECRET = "sk-test-9f3c1e7ab2d54c60a1b8e0d2"  # a stand-in key that must never leak
@@ -74,7 +75,7 @@ def run_agent(
     limits = limits or AgentLimits(wall_seconds=60, command_timeout=20)
     agent = get_agent(harness)
     # what the attempt runner gives the harness's sandbox (smolagents: its package folder)
-    needs = agent.sandbox_needs() if hasattr(agent, "sandbox_needs") else None
+    needs = agent.sandbox_needs()
     sb = backend.create(
         SandboxSpec(
             workspace=ws,

@@ -21,13 +21,14 @@ from typing import Any
 import pytest
 from agents_helpers import KEY_ENV, PRICES, SECRET
 
-from dataspace.agents import AgentContext, AgentLimits, EventLog
+from dataspace.agents import AgentContext, AgentLimits
 from dataspace.agents.native.grok_build import GrokBuildAgent
 from dataspace.agents.native.install import harness_state
 from dataspace.agents.native.runner import Plan
+from dataspace.llm.models import ModelSpec
 from dataspace.release import TaskInput
-from dataspace.runs.spec import ModelSpec
 from dataspace.testing.scripted_server import ScriptedServer
+from dataspace.traces import EventLog
 
 pytestmark = [pytest.mark.sandbox, pytest.mark.llm, pytest.mark.integration]
 

@@ -20,6 +20,7 @@ import pytest
 from agents_helpers import bash, run_agent, submit, workspace
 
 from dataspace.agents._react_tools import ToolBox, ToolConfig
+from dataspace.agents.dataspace_agent import DataSpaceAgent
 from dataspace.agents.protocol import EXTENDED, OFFICIAL
 
 pytestmark = [pytest.mark.sandbox]
@@ -276,16 +277,13 @@ def test_official_profile_scores_prediction_csv_whatever_was_submitted(
     assert "prediction.csv" in (out.snapshot.problem or "")
 
 
-class RewritingAgent:
+class RewritingAgent(DataSpaceAgent):
     """DataSpace-Agent, then a process in its sandbox rewrites the answer it submitted."""
 
     name = "rewriting-agent"
-    needs_oracle = False
 
     def run(self, ctx: Any) -> Any:
-        from dataspace.agents.dataspace_agent import DataSpaceAgent
-
-        result = DataSpaceAgent().run(ctx)
+        result = super().run(ctx)
         res = ctx.sandbox.exec(
             ["sh", "-c", "printf 'city,population\\nWRONG,1\\n' > prediction.csv"]
         )

@@ -24,11 +24,12 @@ from typing import Any
 import pytest
 from agents_helpers import KEY_ENV, PRICES, SECRET, counting_listener
 
-from dataspace.agents import AgentContext, AgentLimits, EventLog, get_agent
+from dataspace.agents import AgentContext, AgentLimits, get_agent
 from dataspace.agents.native.install import harness_state
+from dataspace.llm.models import ModelSpec
 from dataspace.release import TaskInput
-from dataspace.runs.spec import ModelSpec
 from dataspace.testing.scripted_wire import ScriptedMessagesServer, ScriptedResponsesServer
+from dataspace.traces import EventLog
 
 pytestmark = [pytest.mark.sandbox, pytest.mark.llm, pytest.mark.integration, pytest.mark.slow]
 

@@ -20,7 +20,7 @@ import pytest
 from dataspace.agents import get_agent, harness_names
 from dataspace.agents.native.runner import HOME_DIR, Plan
 from dataspace.agents.smolagents_adapter import relation_prompt
-from dataspace.runs.spec import ModelSpec
+from dataspace.llm.models import ModelSpec
 
 FIXTURE = Path(__file__).parents[1] / "fixtures" / "agents" / "native" / "official.json"
 OFFICIAL = json.loads(FIXTURE.read_text())

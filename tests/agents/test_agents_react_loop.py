@@ -321,9 +321,10 @@ def test_cancel_stops_the_run(local_backend, server, tmp_path):
     agent.cancel()
     server.set_script("task_1", [{"tool_calls": [bash("true")]}])
     ws = workspace(tmp_path, {"a.txt": b"x"})
-    from dataspace.agents import AgentContext, EventLog
+    from dataspace.agents import AgentContext
     from dataspace.release import TaskInput
     from dataspace.sandbox import SandboxSpec
+    from dataspace.traces import EventLog
 
     sb = local_backend.create(SandboxSpec(workspace=ws))
     try:

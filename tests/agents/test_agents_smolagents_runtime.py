@@ -19,10 +19,11 @@ from pathlib import Path
 import pytest
 from agents_helpers import CITIES, SECRET, model_for, workspace
 
-from dataspace.agents import AgentContext, AgentLimits, EventLog, get_agent
+from dataspace.agents import AgentContext, AgentLimits, get_agent
 from dataspace.agents.smolagents_adapter import SANDBOX_SITE, install_problem
 from dataspace.release import TaskInput
 from dataspace.testing.scripted_server import ScriptedServer
+from dataspace.traces import EventLog
 
 pytestmark = [pytest.mark.sandbox, pytest.mark.llm, pytest.mark.integration]
 

@@ -22,11 +22,12 @@ from typing import Any
 import pytest
 from agents_helpers import KEY_ENV
 
-from dataspace.agents import AgentContext, AgentLimits, EventLog, get_agent
+from dataspace.agents import AgentContext, AgentLimits, get_agent
 from dataspace.agents.protocol import OFFICIAL, ProtocolProfile
+from dataspace.llm.models import ModelSpec
 from dataspace.release import TaskInput
-from dataspace.runs.spec import ModelSpec
 from dataspace.testing.scripted_server import ScriptedServer
+from dataspace.traces import EventLog
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "protocol" / "official"
 CASES = sorted(p.name for p in (FIXTURES / "cases").iterdir() if p.is_dir())

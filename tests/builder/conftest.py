@@ -46,7 +46,7 @@ def fixture_tables(name: str = "ward_ledger.sql") -> dict:
 def scripted_client(url: str):
     """A metered client of the scripted server, without retries."""
     from dataspace.llm.client import MeteredClient, RetryPolicy
-    from dataspace.runs.spec import ModelSpec
+    from dataspace.llm.models import ModelSpec
 
     return MeteredClient(
         ModelSpec(id="scripted", base_url=url),

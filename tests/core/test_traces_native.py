@@ -18,10 +18,10 @@ from typing import Any
 
 import pytest
 
+from dataspace.llm.models import ModelSpec
 from dataspace.llm.wire_relay import WireRelay
 from dataspace.report.conversation import conversation
 from dataspace.report.native_trace import native_events
-from dataspace.runs.spec import ModelSpec
 from dataspace.testing.scripted_server import ScriptedServer
 from dataspace.traces import USAGE_FIELDS, AgentStart, EventLog, read_events
 

@@ -1,6 +1,6 @@
 """The container images: Dockerfiles parse, reference files that exist, pin versions, and
-the runtime is the official Data Workbench Runtime built from the lists the local set-up
-installs too (docker cannot run here)."""
+the runtime is the official Data Workbench Runtime, built on the docker backend's image and
+so on the one Debian 12 root that the local set-up makes from the same lists."""
 
 from __future__ import annotations
 
@@ -140,9 +140,12 @@ def test_dockerfiles_parse_pin_their_base_and_copy_files_that_exist(
     for base in [i.args.split(" AS ")[0].strip() for i in instructions if i.keyword == "FROM"]:
         variable = re.fullmatch(r"\$\{(\w+)\}", base)
         image = args.get(variable.group(1)) if variable else base
+        if image == dev_sh_docker_image():
+            continue  # built here from the Debian root (test_every_image_is_on_the_one_root)
         assert image and re.fullmatch(r"[\w./-]+:\d+\.\d+\.\d+[\w.-]*", image), image
         assert "latest" not in image
-    assert re.fullmatch(r"\d{8}T\d{6}Z", stage_args(instructions)["DEBIAN_SNAPSHOT"])
+    if dockerfile == "Dockerfile.controller":
+        assert re.fullmatch(r"\d{8}T\d{6}Z", args["DEBIAN_SNAPSHOT"])
     for source in copy_sources(instructions):
         assert (context / source).exists(), f"{dockerfile}: COPY source {source} is missing"
     ignore = IMAGES / f"{dockerfile}.dockerignore"
@@ -182,16 +185,49 @@ def listed_packages(path: Path) -> set[str]:
     }
 
 
+def dev_sh_docker_image() -> str:
+    """The docker backend's image that ``scripts/dev.sh`` builds (its default name)."""
+    dev = (REPO / "scripts" / "dev.sh").read_text()
+    found = re.search(r'local image="\$\{DATASPACE_DOCKER_IMAGE:-([^}]+)\}"', dev)
+    assert found, "scripts/dev.sh names no docker image"
+    return found.group(1)
+
+
+def test_every_image_is_built_on_the_one_debian_root() -> None:
+    """Guards the cluster's image drifting from the other backends' files: dev.sh makes the
+    Debian 12 root with debootstrap from the workbench list, imports it as the base of the
+    docker backend's image (Dockerfile.workbench), and the cluster's runtime image
+    (Dockerfile.runtime, built by build.sh) is that image plus the harnesses."""
+    dev = (REPO / "scripts" / "dev.sh").read_text()
+    image = dev_sh_docker_image()
+    # the root: debootstrap of the workbench's Debian packages (and Debian's python3.11)
+    assert re.search(r"sed -e 's/#\.\*//' images/workbench-packages.txt; echo python3\.11", dev)
+    assert 'debootstrap --variant=minbase --include="$(debian_root_packages' in dev
+    # imported as the base image, the docker backend's image built on it
+    assert 'base="dataspace/debian:bookworm-$(cat "$root/root/.stamp")"' in dev
+    assert 'tar -C "$root/root" --numeric-owner -c . | docker import - "$base"' in dev
+    build = re.search(r"docker build [^\n]*\\\n[^\n]*", dev)
+    assert build, "dev.sh builds no image"
+    assert '--build-arg BASE_IMAGE="$base"' in build.group(0)
+    assert '-t "$image" -f "$context/Dockerfile.workbench"' in build.group(0)
+    workbench = parse_dockerfile(IMAGES / "Dockerfile.workbench")
+    assert [i.args for i in workbench if i.keyword == "FROM"] == ["${BASE_IMAGE}"]
+    assert stage_args(workbench)["BASE_IMAGE"].startswith("dataspace/debian:bookworm")
+    # the cluster's image: the docker backend's image, as build.sh builds it
+    runtime = parse_dockerfile(IMAGES / "Dockerfile.runtime")
+    froms = [i.args for i in runtime if i.keyword == "FROM"]
+    assert froms[-1] == "${BASE_IMAGE}" and stage_args(runtime)["BASE_IMAGE"] == image
+    assert not any("apt-get" in i.args for i in runtime), "Debian packages are the root's"
+    script = (IMAGES / "build.sh").read_text()
+    assert f'workbench="${{DATASPACE_DOCKER_IMAGE:-{image}}}"' in script
+    assert '--build-arg "BASE_IMAGE=$workbench" -f "$here/Dockerfile.runtime"' in script
+
+
 def test_the_runtime_installs_the_official_tools_from_the_one_list() -> None:
     packages = listed_packages(IMAGES / "workbench-packages.txt")
     assert packages == PAPER_APT | OFFICIAL_APT_EXTRA
-    dockerfile = (IMAGES / "Dockerfile.runtime").read_text()
-    instructions = parse_dockerfile(IMAGES / "Dockerfile.runtime")
-    install = next(i.args for i in instructions if "apt-get install" in i.args)
-    assert "/opt/dataspace/workbench-packages.txt" in install and "xargs" in install
-    assert "COPY workbench-packages.txt" in dockerfile
     dev = (REPO / "scripts" / "dev.sh").read_text()
-    assert "images/workbench-packages.txt" in dev  # the local set-up installs the same list
+    assert "images/workbench-packages.txt" in dev  # the root every image is built on
     assert "images/runtime-requirements.txt" in dev
     assert "images/smolagents-requirements.txt" in dev
 
@@ -201,9 +237,8 @@ def test_the_runtime_python_has_the_official_pins_and_generic_tools_only() -> No
     pins = pinned_requirements(IMAGES / "runtime-requirements.txt")
     assert set(pins) >= PAPER_PYTHON
     assert {name: pins[name] for name in OFFICIAL_PINS} == OFFICIAL_PINS
-    assert "--no-deps" in next(
-        i.args for i in instructions if "runtime-requirements" in i.args and i.keyword == "RUN"
-    )
+    dev = (REPO / "scripts" / "dev.sh").read_text()
+    assert re.search(r"--no-deps \\\n\s*-r images/runtime-requirements.txt", dev)
     solvers = {"langchain", "llama-index", "vanna", "sqlcoder", "transformers", "torch"}
     assert not solvers & set(pins), "the runtime offers generic tools only"
     # smolagents (and its model client) are the harness's, in a folder of their own
@@ -219,10 +254,12 @@ def test_tools_md_and_capabilities_are_the_official_ones_and_baked_with_a_manife
 
     for name, digest in OFFICIAL_SHA256.items():
         assert hashlib.sha256((IMAGES / name).read_bytes()).hexdigest() == digest, name
-    dockerfile = (IMAGES / "Dockerfile.runtime").read_text()
-    assert "COPY TOOLS.md capabilities.json workbench_manifest.py /opt/dataspace/" in dockerfile
-    assert "workbench_manifest.py /opt/dataspace" in dockerfile.split("COPY TOOLS.md")[1]
+    dockerfile = (IMAGES / "Dockerfile.workbench").read_text()  # the runtime's base
+    assert "COPY TOOLS.md capabilities.json" in dockerfile
+    assert "runtime-manifest.json /opt/dataspace/" in dockerfile
     assert "DATASPACE_TOOLS_MANIFEST=/opt/dataspace/TOOLS.md" in dockerfile
+    dev = (REPO / "scripts" / "dev.sh").read_text()
+    assert "images/workbench_manifest.py" in dev  # written against the root's packages
 
 
 def test_the_manifest_script_writes_versions_and_the_tools_hash(tmp_path: Path) -> None:

@@ -191,8 +191,8 @@ _CLIENT = textwrap.dedent(
 def test_a_native_pod_reaches_its_relay_alone_and_only_with_the_token(
     cluster: FakeKubernetes, tmp_path: Path, workspace: Path
 ) -> None:
+    from dataspace.llm.models import ModelSpec
     from dataspace.llm.wire_relay import WireRelay
-    from dataspace.runs.spec import ModelSpec
     from dataspace.testing.scripted_wire import ScriptedResponsesServer
 
     backend = make_backend(cluster, tmp_path, **_options(cluster, tmp_path))
@@ -401,9 +401,10 @@ def test_a_pod_whose_image_lacks_the_harness_ends_with_the_fix(
     tmp_path: Path, workspace: Path
 ) -> None:
     """Guards the in-pod install check: the CLI comes from the image, never from the host."""
-    from dataspace.agents import AgentContext, AgentLimits, EventLog, get_agent
+    from dataspace.agents import AgentContext, AgentLimits, get_agent
+    from dataspace.llm.models import ModelSpec
     from dataspace.release import TaskInput
-    from dataspace.runs.spec import ModelSpec
+    from dataspace.traces import EventLog
 
     if not chroot_runtime_available():
         pytest.skip("the fake cluster's network needs root, unshare and nsenter")
@@ -447,10 +448,11 @@ def test_past_the_deadline_in_a_pod_nothing_is_left_but_the_pod(
 ) -> None:
     """Guards the pod's sweep: what the CLI left (a ``setsid`` daemon too) dies at the
     deadline, while the pod's own init and exec helper (the same user) live on."""
-    from dataspace.agents import AgentContext, AgentLimits, EventLog, get_agent
+    from dataspace.agents import AgentContext, AgentLimits, get_agent
+    from dataspace.llm.models import ModelSpec
     from dataspace.release import TaskInput
-    from dataspace.runs.spec import ModelSpec
     from dataspace.testing.scripted_wire import ScriptedResponsesServer
+    from dataspace.traces import EventLog
 
     state = harness_state("codex")
     if not state.ready:

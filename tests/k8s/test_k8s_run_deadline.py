@@ -21,8 +21,9 @@ pytest.importorskip(
 )
 from k8s_support import IMAGE_BINDS, NAMESPACE
 
+from dataspace.llm.models import ModelSpec
 from dataspace.runs.attempt import AttemptRequest, run_attempt
-from dataspace.runs.spec import AgentSpec, Limits, ModelSpec, SandboxConfig
+from dataspace.runs.spec import AgentSpec, Limits, SandboxConfig
 from dataspace.sandbox.kubernetes import BASE_PATH, register
 from dataspace.status import AttemptStatus
 from dataspace.testing.fake_k8s import FakeKubernetes, chroot_runtime_available

@@ -18,7 +18,7 @@ from dataspace.llm import (
     cost_usd,
     load_models,
 )
-from dataspace.runs.spec import ModelSpec
+from dataspace.llm.models import ModelSpec
 from dataspace.testing.scripted_server import ScriptedServer
 
 pytestmark = pytest.mark.llm

@@ -7,8 +7,8 @@ import json
 import pytest
 
 from dataspace.llm import LocalLimiter, MeteredClient, RetryPolicy
+from dataspace.llm.models import ModelSpec
 from dataspace.llm.relay import Relay
-from dataspace.runs.spec import ModelSpec
 from dataspace.testing.scripted_server import ScriptedServer
 
 pytestmark = pytest.mark.llm

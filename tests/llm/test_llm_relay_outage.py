@@ -16,9 +16,9 @@ import pytest
 
 from dataspace.errors import InfrastructureError
 from dataspace.llm import LocalLimiter, MeteredClient, RetryPolicy
+from dataspace.llm.models import ModelSpec
 from dataspace.llm.relay import Relay
 from dataspace.llm.wire_relay import WireRelay
-from dataspace.runs.spec import ModelSpec
 from dataspace.testing.scripted_server import ScriptedServer
 
 pytestmark = pytest.mark.llm

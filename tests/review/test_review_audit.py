@@ -18,7 +18,7 @@ import pytest
 from dataspace.audit.confirm import AuditConsole, AuditFile
 from dataspace.audit.propose import run_audit, trace_steps
 from dataspace.llm.client import MeteredClient
-from dataspace.runs.spec import ModelSpec
+from dataspace.llm.models import ModelSpec
 from dataspace.store import open_store
 from dataspace.testing.releases import write_tiny_release
 from dataspace.testing.scripted_server import ScriptedServer

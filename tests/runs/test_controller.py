@@ -4,9 +4,10 @@ import json
 import pytest
 
 from dataspace.errors import ConfigError, SpecChangedError
+from dataspace.llm.models import ModelSpec
 from dataspace.runs.controller import execute_run, plan_attempts
 from dataspace.runs.results import read_results
-from dataspace.runs.spec import AgentSpec, Limits, ModelSpec, RunSpec, SandboxConfig
+from dataspace.runs.spec import AgentSpec, Limits, RunSpec, SandboxConfig
 from dataspace.store import open_store
 from dataspace.testing.releases import write_tiny_release
 

@@ -14,6 +14,7 @@ import subprocess
 import textwrap
 from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 from test_sandbox_hardening import KEYRING
@@ -81,6 +82,40 @@ def test_the_image_shows_the_debian_root_every_backend_shows(sandbox: DockerSand
     assert shown.stdout == (root / "etc/debian_version").read_text() + expected
     manifest = json.loads(Path(workbench.RUNTIME_ROOT, workbench.MANIFEST_NAME).read_text())
     assert sandbox.info()["runtime"] == workbench.manifest_identity(manifest)
+
+
+SEEN_BY_THE_AGENT = textwrap.dedent(
+    r"""
+    cat /etc/debian_version /etc/os-release
+    for tool in ffmpeg ffprobe; do "$tool" -version | head -1; done
+    pdftotext -v 2>&1 | head -1
+    tesseract --version 2>&1 | head -1
+    tesseract --list-langs 2>&1 | sort
+    sqlite3 --version; jq --version; rg --version | head -1; socat -V | sed -n 2p
+    command -v python3 python3.11 bash sh
+    python3 -c 'import sys; print(sys.version)'
+    python3 -c 'import importlib.metadata as m
+    for d in sorted(d.metadata["Name"].lower() + "==" + d.version for d in m.distributions()):
+        print(d)'
+    cd /opt/dataspace && sha256sum TOOLS.md capabilities.json runtime-manifest.json
+    """
+)
+
+
+def test_a_container_shows_the_agent_what_a_local_sandbox_shows(
+    sandbox: DockerSandbox, cgroup_backend: Any, workspace: Path
+) -> None:
+    """Guards the two backends drifting apart: the Debian release, the workbench tools'
+    versions, the Python and its packages and the workbench files are the same in a
+    container and a local sandbox (both show the one Debian 12 root)."""
+    in_container = sandbox.exec(SEEN_BY_THE_AGENT, timeout=120)
+    with cgroup_backend.create(SandboxSpec(workspace=workspace)) as local:
+        in_local = local.exec(SEEN_BY_THE_AGENT, timeout=120)
+    assert in_container.exit_code == 0, in_container.stderr
+    assert in_local.exit_code == 0, in_local.stderr
+    assert in_container.stdout.startswith("12.")
+    assert "\nnumpy==" in in_container.stdout and "\nffmpeg version " in in_container.stdout
+    assert in_container.stdout == in_local.stdout
 
 
 # -- what a container keeps out ---------------------------------------------------------

@@ -17,8 +17,8 @@ from pathlib import Path
 
 import pytest
 
-from dataspace.sandbox import Limits, SandboxSpec
-from dataspace.sandbox.local import LocalBackend, LocalSandbox, _cgroup, _procs
+from dataspace.sandbox import Limits, SandboxSpec, _procfs
+from dataspace.sandbox.local import LocalBackend, LocalSandbox, _cgroup
 
 pytestmark = pytest.mark.sandbox
 
@@ -212,7 +212,7 @@ def test_collect_stops_every_process_first(make, tmp_path: Path) -> None:
         for pid in os.listdir("/proc")
         if pid.isdigit() and _namespace(pid) == namespace and int(pid) != init
     ]
-    running = [pid for pid in alive if _procs.running(int(pid))]
+    running = [pid for pid in alive if _procfs.running(int(pid))]
     assert running == [], [Path(f"/proc/{pid}/stat").read_text()[:200] for pid in running]
     size = (tmp_path / "out" / "log.txt").stat().st_size
     assert sandbox.read_file("log.txt") == (tmp_path / "out" / "log.txt").read_bytes()

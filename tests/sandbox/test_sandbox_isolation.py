@@ -20,7 +20,7 @@ from pathlib import Path
 
 import pytest
 
-from dataspace.sandbox import Limits, SandboxSpec, workbench
+from dataspace.sandbox import Limits, SandboxSpec, _procfs, workbench
 from dataspace.sandbox.local import LocalBackend, LocalSandbox, _procs
 
 pytestmark = pytest.mark.sandbox
@@ -53,7 +53,7 @@ def still_running(members: list[tuple[int, int]]) -> list[int]:
     """Which of ``members`` still run (zombies are dead). Checking by identity, not by the
     namespace inode: a freed namespace's inode number goes to the next one created, maybe a
     concurrent test's sandbox."""
-    return [pid for pid, start in members if _procs.alive(pid, start) and _procs.running(pid)]
+    return [pid for pid, start in members if _procfs.alive(pid, start) and _procfs.running(pid)]
 
 
 def wait_until(condition: Callable[[], bool], seconds: float = 10.0) -> bool:

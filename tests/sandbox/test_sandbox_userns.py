@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from dataspace.sandbox.local import _procs
+from dataspace.sandbox import _procfs
 
 pytestmark = pytest.mark.sandbox
 
@@ -130,5 +130,5 @@ def test_an_unprivileged_controller_gets_the_same_isolation(shared_dir: Path) ->
     # Nothing the sandbox ran is left running. By identity (pid and start time), not by the
     # namespace inode, which the next namespace created (a concurrent test's) may reuse.
     assert report["members"]
-    running = [p for p, t in report["members"] if _procs.alive(p, t) and _procs.running(p)]
+    running = [p for p, t in report["members"] if _procfs.alive(p, t) and _procfs.running(p)]
     assert running == [], [Path(f"/proc/{pid}/stat").read_text()[:200] for pid in running]

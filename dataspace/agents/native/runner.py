@@ -58,7 +58,13 @@ from dataspace.agents._react_tools import (
     read_prediction_csv,
     stat_in_sandbox,
 )
-from dataspace.agents.base import AgentContext, AgentResult, SandboxNeeds, unknown_settings
+from dataspace.agents.base import (
+    Agent,
+    AgentContext,
+    AgentResult,
+    SandboxNeeds,
+    unknown_settings,
+)
 from dataspace.agents.native.install import (
     DEFAULT_ROOT,
     PINS,
@@ -151,12 +157,10 @@ class Outcome:
     """The harness's own files named by ``trace_files``, by home-relative path."""
 
 
-class NativeHarness:
+class NativeHarness(Agent):
     """Base of the native CLI adapters (see the module docstring)."""
 
     name: ClassVar[str] = ""
-    wire: ClassVar[str] = ""
-    needs_oracle = False
     default_harness_sandbox: ClassVar[str] = "off"
 
     def __init__(self, **settings: Any) -> None:

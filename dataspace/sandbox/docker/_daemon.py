@@ -15,6 +15,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from dataspace.errors import SandboxError
+from dataspace.sandbox import _procfs
 
 CALL_TIMEOUT_SECONDS = 120.0
 """The longest one client call (``run``, ``rm``, ``inspect``) may take."""
@@ -50,49 +51,15 @@ def call(docker: str, *args: str, timeout: float = CALL_TIMEOUT_SECONDS) -> str:
     return done.stdout
 
 
-def _stat_fields(pid: int) -> list[bytes] | None:
-    try:
-        with open(f"/proc/{pid}/stat", "rb") as handle:
-            text = handle.read()
-    except OSError:
-        return None
-    return text[text.rindex(b")") + 2 :].split()
-
-
-def start_time(pid: int) -> int | None:
-    """The start time of ``pid`` in clock ticks since boot, or ``None`` when it is gone."""
-    fields = _stat_fields(pid)
-    return None if fields is None else int(fields[19])
-
-
-def alive(pid: int | None, started: int | None) -> bool:
-    """Whether the process identified by (pid, start time) still runs."""
-    return pid is not None and started is not None and start_time(pid) == started
-
-
-def now_ticks() -> int:
-    """Clock ticks since boot now (the unit of a process's start time)."""
-    uptime = float(Path("/proc/uptime").read_text().split()[0])
-    return int(uptime * os.sysconf("SC_CLK_TCK"))
-
-
-def pid_namespace(pid: int) -> int | None:
-    """The inode of the PID namespace of ``pid``, or ``None`` when it is gone."""
-    try:
-        return os.stat(f"/proc/{pid}/ns/pid").st_ino
-    except OSError:
-        return None
-
-
 def members(namespace: int) -> Iterator[tuple[int, int]]:
     """(pid, start time) of every live process of a PID namespace, as this host sees them."""
     for name in os.listdir("/proc"):
         if not name.isdigit():
             continue
         pid = int(name)
-        if pid_namespace(pid) != namespace:
+        if _procfs.pid_namespace(pid) != namespace:
             continue
-        fields = _stat_fields(pid)
+        fields = _procfs.stat_fields(pid)
         if fields is not None and fields[0] not in (b"Z", b"X"):
             yield pid, int(fields[19])
 
@@ -136,13 +103,9 @@ def limit_counters(groups: dict[str, Path]) -> tuple[int, int]:
 
 __all__ = [
     "CALL_TIMEOUT_SECONDS",
-    "alive",
     "call",
     "cgroup_files",
     "client",
     "limit_counters",
     "members",
-    "now_ticks",
-    "pid_namespace",
-    "start_time",
 ]

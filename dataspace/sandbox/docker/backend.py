@@ -25,6 +25,7 @@ from typing import Any, ClassVar
 from dataspace.checks import Check, timed
 from dataspace.errors import ConfigError, SandboxError
 from dataspace.limits import format_size
+from dataspace.sandbox import _procfs
 from dataspace.sandbox.base import (
     PreflightRequest,
     RelayTransport,
@@ -94,7 +95,7 @@ class DockerBackend(SandboxBackend):
         self.docker = _daemon.client(docker)
         self.server = self._server_version()
         pid = os.getpid()
-        self.controller = f"{pid}:{_daemon.start_time(pid)}"
+        self.controller = f"{pid}:{_procfs.start_time(pid)}"
         if sweep:
             self.sweep()
 
@@ -146,7 +147,7 @@ class DockerBackend(SandboxBackend):
             if any(found.get(LABEL_PREFIX + k) != v for k, v in (labels or {}).items()):
                 continue
             pid, _, started = found.get(CONTROLLER_LABEL, "").partition(":")
-            if pid.isdigit() and started.isdigit() and _daemon.alive(int(pid), int(started)):
+            if pid.isdigit() and started.isdigit() and _procfs.alive(int(pid), int(started)):
                 continue
             logger.info("sweep: removing container %s of a dead controller", container[:12])
             try:

@@ -41,7 +41,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from dataspace.errors import SandboxError
-from dataspace.sandbox import workbench
+from dataspace.sandbox import _procfs, workbench
 from dataspace.sandbox._paths import OutputRoot
 from dataspace.sandbox.base import (
     OUTPUT_DIR,
@@ -50,9 +50,9 @@ from dataspace.sandbox.base import (
     WORKSPACE_DIR,
     ExecPlan,
     ExecResult,
-    ExecStatus,
     Sandbox,
     SandboxSpec,
+    exec_status,
 )
 from dataspace.sandbox.docker import _daemon
 
@@ -122,7 +122,7 @@ class DockerSandbox(Sandbox):
         self.cpus = backend.cpus_for(self.limits.cpus)
         try:
             self._init_pid, self._init_start = self._run(spec, workspace)
-            self._namespace = _daemon.pid_namespace(self._init_pid)
+            self._namespace = _procfs.pid_namespace(self._init_pid)
             self._keeper = self._keeper_of(self._init_pid)
             self._groups = _daemon.cgroup_files(self._init_pid)
             root = f"/proc/{self._init_pid}/root"
@@ -195,7 +195,7 @@ class DockerSandbox(Sandbox):
             _daemon.call(backend.docker, "inspect", "--format", "{{json .State}}", self.id)
         )
         pid = int(state.get("Pid") or 0)
-        started = _daemon.start_time(pid) if pid else None
+        started = _procfs.start_time(pid) if pid else None
         if not state.get("Running") or started is None:
             raise SandboxError(f"sandbox {self.id}: its container is not running ({state})")
         return pid, started
@@ -207,7 +207,7 @@ class DockerSandbox(Sandbox):
             for task in os.listdir(f"/proc/{init}/task"):
                 children = Path(f"/proc/{init}/task/{task}/children").read_text().split()
                 for child in children:
-                    started = _daemon.start_time(int(child))
+                    started = _procfs.start_time(int(child))
                     if started is not None:
                         return int(child), started
         return None
@@ -272,7 +272,7 @@ class DockerSandbox(Sandbox):
             argv += ["--env", f"{key}={value}"]
         argv += [self.id, *plan.argv]
         before = _daemon.limit_counters(self._groups)
-        since = _daemon.now_ticks()
+        since = _procfs.now_ticks()
         started = time.monotonic()
         proc = subprocess.Popen(
             argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
@@ -305,14 +305,13 @@ class DockerSandbox(Sandbox):
         if pids_hit and not killed:
             self._kill_since(since)  # what it forked may still be forking
         self._raise_if_broken(proc.returncode, stderr)
-        past_deadline = time.monotonic() >= self.deadline
-        status: ExecStatus = "ok"
-        if killed and past_deadline:
-            status = "deadline"
-        elif oom_hit or (killed and pids_hit):
-            status = "resource_limit"
-        elif killed:
-            status = plan.kind
+        status = exec_status(
+            plan.kind,
+            killed=killed,
+            past_deadline=self.past_deadline(),
+            memory=oom_hit,
+            pids=pids_hit,
+        )
         return ExecResult(
             exit_code=None if killed else proc.returncode,
             stdout=stdout,
@@ -325,7 +324,7 @@ class DockerSandbox(Sandbox):
     def _raise_if_broken(self, code: int, stderr: str) -> None:
         self._check_open()
         if code != 0 and (
-            stderr.startswith(_DAEMON_ERRORS) or not _daemon.alive(self._init_pid, self._init_start)
+            stderr.startswith(_DAEMON_ERRORS) or not _procfs.alive(self._init_pid, self._init_start)
         ):
             raise SandboxError(f"sandbox {self.id}: its container failed: {stderr.strip()}")
 

@@ -107,6 +107,7 @@ from dataspace.sandbox.base import (
     Sandbox,
     SandboxBackend,
     SandboxSpec,
+    exec_status,
 )
 from dataspace.sandbox.kubernetes._api import (
     ApiCallError,
@@ -870,11 +871,12 @@ class KubernetesSandbox(Sandbox):
         if dropped[1]:
             stderr += f"\n[... {dropped[1]} more bytes of output dropped by the sandbox ...]\n"
         timed_out = bool(head.get("timed_out"))
-        status: ExecStatus = "ok"
-        if timed_out:
-            status = "deadline" if kind == "deadline" else "timeout"
-        elif head.get("oom"):
-            status = "resource_limit"
+        status = exec_status(
+            kind,
+            killed=timed_out,
+            past_deadline=self.past_deadline(),
+            memory=bool(head.get("oom")),
+        )
         return ExecResult(
             exit_code=head.get("exit_code"),
             stdout=stdout,
@@ -1025,7 +1027,7 @@ class KubernetesSandbox(Sandbox):
             "labels": dict(self.labels),
             "timings": dict(self._timings),
             "execs": self._execs,
-            "seconds_left": max(0.0, self._deadline - time.monotonic()),
+            "seconds_left": self.seconds_left(),
         }
 
     def close(self) -> None:

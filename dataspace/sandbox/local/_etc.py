@@ -6,11 +6,12 @@ host name, name lookups from files alone, UTC, and Debian's ``/etc/profile`` (co
 in a login shell under the official profile, as in the official image, whose base is
 Debian's). Nothing names the host, its users or its package sources (no ``apt``).
 
-Four host entries are shown read-only on top, because they describe the ``/usr`` the
-sandbox already sees and its programs need them: the dynamic loader's cache and
-configuration (``ld.so.cache``, ``ld.so.conf``, ``ld.so.conf.d``), Debian's program
-alternatives (``alternatives``: ``awk``, the BLAS libraries ...) and the fontconfig setup
-(``fonts``: poppler's renderers and ffmpeg's text filters read it).
+Host entries are shown read-only on top, because they describe the ``/usr`` the sandbox
+already sees and its programs need them: the dynamic loader's cache and configuration
+(``ld.so.cache``, ``ld.so.conf``, ``ld.so.conf.d``), Debian's program alternatives
+(``alternatives``: ``awk``, the BLAS libraries ...), the fontconfig setup (``fonts``:
+poppler's renderers and ffmpeg's text filters read it) and the Debian release of that
+``/usr`` (``debian_version``, as a container of the runtime image shows it).
 
 Each sandbox gets its own copy, written by :func:`ops` into its state folder (a few small
 files, removed with the sandbox), shown read-only at ``/etc`` as the workspace is (its
@@ -77,7 +78,14 @@ LINKS: dict[str, str] = {
 }
 """The generated symbolic links, by name (as Debian's image has them)."""
 
-HOST_ENTRIES = ("ld.so.cache", "ld.so.conf", "ld.so.conf.d", "alternatives", "fonts")
+HOST_ENTRIES = (
+    "ld.so.cache",
+    "ld.so.conf",
+    "ld.so.conf.d",
+    "alternatives",
+    "fonts",
+    "debian_version",
+)
 """Host entries shown read-only over their placeholders (see the module docstring)."""
 
 

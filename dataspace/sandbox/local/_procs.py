@@ -1,8 +1,6 @@
-"""Process helpers for the local backend: identities that survive pid reuse, a spawner.
+"""Process helpers for the local backend: kills that check a process's identity, a spawner.
 
-A pid alone is not an identity: after a crash the number may belong to someone else. The
-pair (pid, start time in clock ticks since boot) is, so records store both and every kill
-of a recorded process checks the pair first.
+Identities (pid, start time) are read by ``dataspace.sandbox._procfs``.
 """
 
 from __future__ import annotations
@@ -18,43 +16,9 @@ from collections.abc import Callable, Iterator
 from concurrent.futures import Future
 from typing import Any
 
+from dataspace.sandbox._procfs import alive, pid_namespace, stat_fields
+
 logger = logging.getLogger(__name__)
-
-
-def _stat_fields(pid: int) -> list[bytes] | None:
-    """Fields 3 and on of ``/proc/<pid>/stat`` (after the command name), or ``None``."""
-    try:
-        with open(f"/proc/{pid}/stat", "rb") as handle:
-            text = handle.read()
-    except OSError:
-        return None
-    # The command name (field 2) may hold spaces and parentheses: split after its end.
-    return text[text.rindex(b")") + 2 :].split()
-
-
-def start_time(pid: int) -> int | None:
-    """The start time of ``pid`` in clock ticks since boot, or ``None`` if it is gone.
-
-    >>> start_time(os.getpid()) is not None
-    True
-    """
-    fields = _stat_fields(pid)
-    return None if fields is None else int(fields[19])
-
-
-def running(pid: int) -> bool:
-    """Whether ``pid`` exists and is not dead (a zombie, ``Z``, or exiting, ``X``).
-
-    >>> running(os.getpid())
-    True
-    """
-    fields = _stat_fields(pid)
-    return fields is not None and fields[0] not in (b"Z", b"X")
-
-
-def alive(pid: int | None, started: int | None) -> bool:
-    """Whether the process identified by (pid, start time) still runs."""
-    return pid is not None and started is not None and start_time(pid) == started
 
 
 def kill(pid: int | None, started: int | None) -> bool:
@@ -79,18 +43,10 @@ def namespace_members(namespace: int) -> list[tuple[int, int, int]]:
     for pid in all_pids():
         if pid_namespace(pid) != namespace:
             continue
-        fields = _stat_fields(pid)
+        fields = stat_fields(pid)
         if fields is not None:
             members.append((pid, int(fields[19]), int(fields[3])))
     return members
-
-
-def pid_namespace(pid: int) -> int | None:
-    """The inode of the PID namespace of ``pid``, or ``None`` if it is gone."""
-    try:
-        return os.stat(f"/proc/{pid}/ns/pid").st_ino
-    except OSError:
-        return None
 
 
 def find_by_cmdline(marker: bytes) -> list[int]:

@@ -92,7 +92,7 @@ from typing import Any, Literal
 from dataspace.checks import timed
 from dataspace.errors import ConfigError, SandboxClosedError, SandboxError
 from dataspace.limits import Limits, format_size
-from dataspace.sandbox import rootfs, workbench
+from dataspace.sandbox import _procfs, rootfs, workbench
 from dataspace.sandbox._paths import OutputRoot
 from dataspace.sandbox.base import (
     OUTPUT_DIR,
@@ -102,13 +102,13 @@ from dataspace.sandbox.base import (
     Check,
     ExecPlan,
     ExecResult,
-    ExecStatus,
     PreflightRequest,
     RuntimeChange,
     Sandbox,
     SandboxBackend,
     SandboxSpec,
     check_env,
+    exec_status,
 )
 from dataspace.sandbox.local import _cgroup, _etc, _procs, _seccomp
 
@@ -368,14 +368,14 @@ class LocalBackend(SandboxBackend):
                 continue
             if labels and any(record.get("labels", {}).get(k) != v for k, v in labels.items()):
                 continue
-            if _procs.alive(record.get("controller_pid"), record.get("controller_start")):
+            if _procfs.alive(record.get("controller_pid"), record.get("controller_start")):
                 continue
             self._remove_leftover(entry, record)
             removed.add(entry.name)
         layout = self.layout
         for name in layout.group_names() if layout is not None else ():
             owner = _cgroup.parse_group_name(name)
-            if layout is None or owner is None or _procs.alive(owner[1], owner[2]):
+            if layout is None or owner is None or _procfs.alive(owner[1], owner[2]):
                 continue
             if labels and owner[0] not in removed:
                 continue
@@ -512,7 +512,7 @@ class LocalSandbox(Sandbox):
         self._record: dict[str, Any] = {
             "id": self.id,
             "controller_pid": os.getpid(),
-            "controller_start": _procs.start_time(os.getpid()),
+            "controller_start": _procfs.start_time(os.getpid()),
             "labels": self.labels,
             "created_at": time.time(),
         }
@@ -530,7 +530,7 @@ class LocalSandbox(Sandbox):
             self._teardown()
             raise
         assert self._output_fd is not None
-        self._pid_namespace = _procs.pid_namespace(self._pid1) if self._pid1 else None
+        self._pid_namespace = _procfs.pid_namespace(self._pid1) if self._pid1 else None
         self._output = OutputRoot(
             fd=self._output_fd, owner=backend.host_ids if os.geteuid() == 0 else None
         )
@@ -591,13 +591,13 @@ class LocalSandbox(Sandbox):
             env={"PATH": "/usr/bin:/bin", "LANG": "C.UTF-8"},
         )
         assert self._init.stdout is not None
-        self._record.update(init_pid=self._init.pid, init_start=_procs.start_time(self._init.pid))
+        self._record.update(init_pid=self._init.pid, init_start=_procfs.start_time(self._init.pid))
         lines = _read_all(self._init.stdout, INIT_TIMEOUT_SECONDS).splitlines()
         self._init.stdout.close()
         words = {line.split(" ", 1)[0]: line.split(" ", 1)[1:] for line in lines if line}
         if "pid" in words:
             self._pid1 = int(words["pid"][0])
-            self._pid1_start = _procs.start_time(self._pid1)
+            self._pid1_start = _procfs.start_time(self._pid1)
             self._record.update(pid1=self._pid1, pid1_start=self._pid1_start)
             self._write_record()
         if "ready" not in words or self._pid1 is None:
@@ -688,18 +688,11 @@ class LocalSandbox(Sandbox):
                 cgroup.release_exec(number)
         self._raise_if_broken(done)
         # PID 1 kills everything at the deadline, maybe a moment before we would.
-        past_deadline = time.monotonic() >= self._deadline
+        past_deadline = self.past_deadline()
         killed = done.killed or (past_deadline and done.returncode in (-9, 128 + 9))
-        status: ExecStatus = "ok"
-        if killed and past_deadline:
-            status = "deadline"
-        elif oom_hit or (killed and pids_hit):
-            # Killed by the kernel for memory, or at its timeout while at the pids limit. A
-            # fork refused with EAGAIN in a command that then exited is no kill: its exit
-            # code and stderr tell what happened.
-            status = "resource_limit"
-        elif killed:
-            status = kind
+        status = exec_status(
+            kind, killed=killed, past_deadline=past_deadline, memory=oom_hit, pids=pids_hit
+        )
         code = None if killed else done.returncode
         return ExecResult(
             exit_code=code if code is None or code >= 0 else 128 - code,
@@ -744,7 +737,7 @@ class LocalSandbox(Sandbox):
         )
         assert proc.stdout is not None and proc.stderr is not None
         self._running[number] = proc.pid
-        since = _procs.start_time(proc.pid) or 0
+        since = _procfs.start_time(proc.pid) or 0
         out, err = _Capture(CAPTURE_BYTES), _Capture(CAPTURE_BYTES)
         killed_at: float | None = None
         with selectors.DefaultSelector() as selector:
@@ -826,7 +819,7 @@ class LocalSandbox(Sandbox):
             raise SandboxClosedError(f"sandbox {self.id} was closed while a command ran")
         if done.returncode == 125 and _JOIN_FAILED in done.stderr:
             raise SandboxError(f"sandbox {self.id}: {done.stderr.strip()}")
-        if done.returncode != 0 and not _procs.alive(self._pid1, self._pid1_start):
+        if done.returncode != 0 and not _procfs.alive(self._pid1, self._pid1_start):
             raise SandboxError(
                 f"sandbox {self.id}: its init process is gone ({done.stderr.strip()})"
             )
@@ -893,7 +886,7 @@ class LocalSandbox(Sandbox):
                 members = [
                     pid
                     for pid, _, _ in _procs.namespace_members(self._pid_namespace or 0)
-                    if pid != self._pid1 and _procs.running(pid)
+                    if pid != self._pid1 and _procfs.running(pid)
                 ]
             if not members:
                 return len(killed)
@@ -931,7 +924,7 @@ class LocalSandbox(Sandbox):
             "labels": dict(self.labels),
             "timings": dict(self._timings),
             "execs": self._execs,
-            "seconds_left": max(0.0, self._deadline - time.monotonic()),
+            "seconds_left": self.seconds_left(),
         }
 
 

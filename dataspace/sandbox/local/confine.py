@@ -27,7 +27,8 @@ from pathlib import Path
 
 from dataspace.errors import SandboxError
 from dataspace.limits import Limits
-from dataspace.sandbox.local import _cgroup, _procs
+from dataspace.sandbox import _procfs
+from dataspace.sandbox.local import _cgroup
 
 logger = logging.getLogger(__name__)
 
@@ -115,7 +116,7 @@ def run(
             oom_killed=False,
         )
     me = os.getpid()
-    name = _cgroup.group_name(f"helper-{secrets.token_hex(4)}", me, _procs.start_time(me) or 0)
+    name = _cgroup.group_name(f"helper-{secrets.token_hex(4)}", me, _procfs.start_time(me) or 0)
     limits = Limits(memory_bytes=memory_bytes, pids=PIDS, cpus=cpus)
     group = _cgroup.SandboxCgroup(layout, name, limits)
     try:
