@@ -193,7 +193,8 @@ ensure_docker() {
     fi
     if ! docker version >/dev/null 2>&1; then
         echo "starting dockerd (log: /var/log/dataspace-dockerd.log)" >&2
-        nohup /usr/sbin/dockerd --iptables=false --ip-masq=false --ip-forward=false --bridge=none \
+        # in a session of its own: the daemon outlives the shell and process group that start it
+        setsid nohup /usr/sbin/dockerd --iptables=false --ip-masq=false --ip-forward=false --bridge=none \
             ${DATASPACE_DOCKER_STORAGE_DRIVER:+--storage-driver="$DATASPACE_DOCKER_STORAGE_DRIVER"} \
             >> /var/log/dataspace-dockerd.log 2>&1 &
         for _ in $(seq 60); do docker version >/dev/null 2>&1 && break; sleep 0.5; done
