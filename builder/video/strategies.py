@@ -798,9 +798,9 @@ def answer_evidence(
         # The table is named only when its name is in the question's language.
         named = bool(re.search(r"[\u3400-\u9fff]", table)) == q_zh
         if q_zh:
-            records = table if table.endswith("记录") else f"{table}记录"  # no "记录记录"
+            shown_as = table if table.endswith("记录") else f"{table}记录"  # no "记录记录"
             note = (
-                f"所需的{records}在视频里，工作区中没有这张表"
+                f"所需的{shown_as}在视频里，工作区中没有这张表"
                 if named
                 else "所需的记录在视频里，工作区中没有这张表"
             )

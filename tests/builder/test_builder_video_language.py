@@ -270,6 +270,7 @@ def test_a_withheld_table_named_records_is_not_called_records_twice():
     conn.executemany(
         'insert into "住院记录" values (?, ?)', [(1, "已婚"), (2, "未婚"), (3, "离异")]
     )
+    conn.commit()  # a task database holds committed rows (a backup waits on an open write)
     sql = 'select "婚姻状况" from "住院记录" where "患者编号" = 1'
     header, rows = ("婚姻状况",), [("已婚",)]
     question = "患者1的婚姻状况是什么？"
