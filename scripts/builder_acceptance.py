@@ -47,7 +47,11 @@ PAPER = {
 
 
 def spec_mapping(
-    limit: int | None, video_share: float, stage3: bool = True, corpus: str = "mimic"
+    limit: int | None,
+    video_share: float,
+    stage3: bool = True,
+    corpus: str = "mimic",
+    sources_dir: Path = SOURCES,
 ) -> dict:
     sources: list[dict[str, object]]
     if corpus == "bundled":
@@ -56,7 +60,7 @@ def spec_mapping(
             {"kind": "bundled", "path": "clinical"},
         ]
     else:
-        sources = [{"kind": "ehrsql-jsonl", "path": str(SOURCES / "ehrsql_mimic3_demo.jsonl")}]
+        sources = [{"kind": "ehrsql-jsonl", "path": str(sources_dir / "ehrsql_mimic3_demo.jsonl")}]
     if limit:
         for src in sources:
             src["limit"] = limit
@@ -204,6 +208,9 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--out", type=Path, required=True)
     ap.add_argument("--corpus", choices=("mimic", "bundled"), default="mimic")
+    ap.add_argument(
+        "--sources", type=Path, default=SOURCES, help="the EHRSQL MIMIC-III demo directory"
+    )
     ap.add_argument("--limit", type=int, default=None, help="first N items only")
     ap.add_argument("--video-share", type=float, default=None)
     ap.add_argument("--workers", type=int, default=2)
@@ -213,13 +220,15 @@ def main() -> int:
         "--no-stage3", action="store_true", help="stages 1-2 only (structured renderers)"
     )
     args = ap.parse_args()
-    if args.corpus == "mimic" and not SOURCES.is_dir():
-        print(f"sources absent: {SOURCES}", file=sys.stderr)
+    if args.corpus == "mimic" and not args.sources.is_dir():
+        print(f"sources absent: {args.sources} (pass --sources DIR)", file=sys.stderr)
         return 2
     from builder.spec import Stage3Options
 
     share = args.video_share if args.video_share is not None else Stage3Options().video_share
-    mapping = spec_mapping(args.limit, share, stage3=not args.no_stage3, corpus=args.corpus)
+    mapping = spec_mapping(
+        args.limit, share, stage3=not args.no_stage3, corpus=args.corpus, sources_dir=args.sources
+    )
     out = args.out.resolve()
     a, b = out / "a" / "release", out / "b" / "release"
     second = pool = None

@@ -183,6 +183,7 @@ def fluency_problems(question: str, language: str, protected: Sequence[str]) -> 
             shown = ", ".join(repr(w) for w in dict.fromkeys(words))
             errors.append(f"the Chinese question keeps English words: {shown}")
         errors += word_order_problems(question)
+        errors += rewrite_problems(question)
     elif language == "en":
         if re.search(r"\[[^\]]*\]", question):
             errors.append("a bracketed slot (say what the video shows in words)")
@@ -227,7 +228,7 @@ _CALQUES: tuple[tuple[re.Pattern[str], str], ...] = (
     ),
     (re.compile(r"的其(?!他|中|余|次)|其的"), "'的其/其的' (English 'of its')"),
     (
-        re.compile(r"([一-鿿]{2,})（）"),
+        re.compile(r"([一-鿿]{2,})（\1）"),
         "a term is repeated in brackets after itself",
     ),
     (
@@ -236,6 +237,46 @@ _CALQUES: tuple[tuple[re.Pattern[str], str], ...] = (
     ),
     (re.compile(r"字符编码"), "an order by character code (state the order by what it sorts)"),
 )
+
+
+# A rewrite that broke a phrase apart (a video phrase inside a word or number, a unit or
+# direction left behind by its number, a word written twice, two quoted names with no 、).
+_VIDEO = r"视频(?:里出现|中展示|中所示|中给出)的"
+_BREAKS: tuple[tuple[re.Pattern[str], str], ...] = (
+    (
+        re.compile(
+            rf"[0-9A-Za-z]{_VIDEO}|是{_VIDEO}[^，。？；]*?否|{_VIDEO}(?:否|以来|期间|[年月天]前)"
+        ),
+        "a video phrase stands inside a word or number",
+    ),
+    (
+        re.compile(rf"{_VIDEO}(?:本次|第一次|最后一次|开具|做|接受|被|在|于|是|的)"),
+        "a video phrase stands before a word that is not what the video shows",
+    ),
+    (
+        re.compile(
+            r"符合视频中给出的条件(?:%|个月|小时|分钟|[岁天年月周次例人元至到]|及?以[上下]|之间)"
+        ),
+        "a condition's unit or direction is left after the video phrase",
+    ),
+    (re.compile(r"[在为于]符合视频中给出的条件"), "a preposition before a condition"),
+    (re.compile(r"在(?:\d{4}年|视频中所示的那一年)在"), "two 在 phrases in a row (在…在…)"),
+    (re.compile(r"([\u3400-\u9fff]{2,})\1"), "a word is written twice in a row"),
+    (re.compile(r"”“"), "two quoted names with no 、 between them"),
+)
+
+
+def rewrite_problems(question: str) -> list[str]:
+    """Where a rewrite broke a Chinese phrase apart (empty when none).
+
+    >>> rewrite_problems("年龄在符合视频中给出的条件岁及以上的患者有多少人？")[-1]
+    'a preposition before a condition'
+    >>> rewrite_problems("所需的住院记录记录在视频里。")
+    ['a word is written twice in a row']
+    >>> rewrite_problems("年龄符合视频中给出的条件的患者有多少人？")
+    []
+    """
+    return [why for pattern, why in _BREAKS if pattern.search(question)]
 
 
 def word_order_problems(question: str) -> list[str]:
@@ -259,6 +300,7 @@ __all__ = [
     "numbers",
     "protected_terms",
     "question_problems",
+    "rewrite_problems",
     "untranslated_share",
     "word_order_problems",
 ]

@@ -339,6 +339,8 @@ def render_question(
 
     out = _PHRASE_SLOT.sub(phrase, _VALUE_SLOT.sub(value, template))
     out = out.lstrip("，")
+    # A time phrase before another 在 phrase drops its own: "2102年在病房12住过", not "在…在…".
+    out = re.sub(r"(^|[，、])在(\d{4}年(?:\d{1,2}月)?(?:\d{1,2}日)?)(?=在)", r"\1\2", out)
     return out
 
 

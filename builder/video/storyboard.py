@@ -402,6 +402,8 @@ def _narration(language: str, key: str, **kw: Any) -> str:
         "chart": "图表并列比较了这些记录。",
         "aclose": "请结合这些记录与工作区数据回答问题。",
     }
+    if language == "zh" and isinstance(kw.get("t"), str):
+        kw["t"] = kw["t"].removesuffix("记录")  # "住院记录" + "记录" reads once
     return (zh if language == "zh" else en)[key].format(**kw)
 
 

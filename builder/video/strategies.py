@@ -87,7 +87,28 @@ _BEFORE_ZH = (
     "多于",
     "少于",
 )
-_AFTER_ZH = ("及以上", "及以下", "以上", "以下", "之后", "之前", "%")
+_AFTER_ZH = ("及以上", "及以下", "以上", "以下", "之后", "之前")
+# The measure words a Chinese number carries ("60岁", "3天", "2%").
+_UNITS_ZH = (
+    "个月",
+    "小时",
+    "分钟",
+    "毫克",
+    "毫升",
+    "%",
+    "岁",
+    "天",
+    "年",
+    "月",
+    "周",
+    "次",
+    "例",
+    "人",
+    "元",
+)
+_AFTER_ZH_RE = re.compile(
+    "(?:" + "|".join(map(re.escape, _UNITS_ZH)) + ")?(" + "|".join(_AFTER_ZH) + ")?"
+)
 
 
 class StrategyRejected(Rejected, ValueError):
@@ -168,27 +189,42 @@ class EvidencePlan:
 
 
 def _expand(question: str, span: tuple[int, int], zh: bool, operator: str) -> tuple[int, int]:
-    """Widen a literal's span over adjacent direction words and units, or a year's ``年``."""
+    """Widen a literal's span over adjacent direction words and units, or a year's ``年``.
+
+    A Chinese comparison takes its unit and direction along ("在60岁及以上", "超过3天"), so
+    no part of it is left dangling once the span is said as what the video shows.
+
+    >>> q = "年龄在60岁及以上的患者有多少人？"
+    >>> a, b = _expand(q, (3, 5), True, ">=")
+    >>> q[a:b]
+    '在60岁及以上'
+    """
     a, b = span
     if operator == "=":
         return span
-    before: tuple[str, ...]
-    after: tuple[str, ...]
     if operator == "year":
-        before, after = ((), ("年",)) if zh else ((), ())
-    else:
-        before, after = (_BEFORE_ZH, _AFTER_ZH) if zh else (_BEFORE_EN, _AFTER_EN)
+        if zh and question[b : b + 1] == "年":
+            b += 1
+        return a, b
+    if zh:
+        m = _AFTER_ZH_RE.match(question, b)
+        b = m.end() if m else b
+        direction = bool(m and m.group(1))
+        for word in sorted(_BEFORE_ZH, key=len, reverse=True):
+            if question[:a].endswith(word):
+                return a - len(word), b
+        if direction and question[:a].endswith(("在", "为")):
+            a -= 1  # "年龄在60岁及以上": the 在 belongs to the condition
+        return a, b
     low = question.lower()
-    for word in sorted(after, key=len, reverse=True):
-        rest = low[b:].lstrip(" ") if not zh else low[b:]
+    for word in sorted(_AFTER_EN, key=len, reverse=True):
+        rest = low[b:].lstrip(" ")
         if rest.startswith(word):
             b = b + (len(low[b:]) - len(rest)) + len(word)
             break
-    for word in sorted(before, key=len, reverse=True):
-        head = low[:a].rstrip(" ") if not zh else low[:a]
-        if head.endswith(word) and (
-            zh or len(head) == len(word) or not head[-len(word) - 1].isalnum()
-        ):
+    for word in sorted(_BEFORE_EN, key=len, reverse=True):
+        head = low[:a].rstrip(" ")
+        if head.endswith(word) and (len(head) == len(word) or not head[-len(word) - 1].isalnum()):
             a = len(head) - len(word)
             break
     return a, b
@@ -258,33 +294,98 @@ def fill_slot(question: str, span: tuple[int, int], atom: PredicateAtom, languag
     if atom.operator == "=" and quoted and question[b] == _QUOTES[question[a - 1]]:
         a, b = a - 1, b + 1
     before, after = question[:a], question[b:]
+    if zh and _inside_word(question, a, b):
+        raise StrategyRejected(f"{atom.display!r} is part of a longer word or number")
     if atom.operator == "year":
+        if zh and before.endswith("在") and after.startswith(("在", "于")):
+            before = before[:-1]  # "在2102年在病房12住过": one 在 phrase at a time
         return before + slot_text(atom, language) + after
     if zh:
-        if atom.operator == "=":
-            if re.search(r"[\u3400-\u9fff]", atom.literal) and question[a] not in _QUOTES:
-                # A value said as a word of the sentence ("于医院死亡") has no place a phrase
-                # about the video could take without changing what the sentence says.
-                raise StrategyRejected(
-                    f"the value {atom.display!r} is a word of the question, not a quoted name"
-                )
-            noun = ""
-            for ch in reversed(before):
-                if ch in _ZH_BREAK or not re.match(r"[\u3400-\u9fff]", ch):
-                    break
-                noun = ch + noun
-            if noun:
-                return before[: len(before) - len(noun)] + "视频里出现的" + noun + after
-            if after[:1] and re.match(r"[\u3400-\u9fff]", after[0]) and after[0] not in _ZH_BREAK:
-                return before + "视频中展示的" + after
-            return before + slot_text(atom, language) + after
-        label = _label(atom, language)
+        return _fill_zh(before, after, atom, quoted=question[a : a + 1] in _QUOTES)
+    return _fill_en(before, after, atom)
+
+
+# Verbs whose object a quoted value is ("做过“ph”化验", "被开具过“aspirin”的患者").
+_ZH_VERBS = (
+    "做过",
+    "做",
+    "接受过",
+    "接受",
+    "开具过",
+    "开具",
+    "诊断为",
+    "服用过",
+    "服用",
+    "使用过",
+    "使用",
+    "含有",
+    "有",
+    "包括",
+    "涉及",
+    "进行过",
+    "进行",
+    "住进",
+    "入住",
+    "转入",
+)
+# What a verb's object is called when the column has no label.
+_ZH_OBJECT = {"诊断为": "诊断"}
+# Words that end a time or function phrase, never an entity noun ("1年前", "本次住院期间").
+_ZH_NOT_NOUN = re.compile(r"[前后以期否次]|本次|第一|最后|目前|至今|今年|去年")
+_CJK = re.compile(r"[\u3400-\u9fff]")
+
+
+def _inside_word(question: str, a: int, b: int) -> bool:
+    """Whether ``question[a:b]`` is part of a longer number or (Latin) word."""
+    word = re.compile(r"[0-9A-Za-z_]")
+    left, right = question[a - 1 : a] if a else "", question[b : b + 1]
+    return bool(
+        (left and re.match(r"[0-9A-Za-z_.]", left) and word.match(question[a]))
+        or (right and word.match(right) and word.match(question[b - 1]))
+    )
+
+
+def _fill_zh(before: str, after: str, atom: PredicateAtom, *, quoted: bool) -> str:
+    """The Chinese rewrite of ``before + value + after`` (see ``fill_slot``)."""
+    if atom.operator != "=":
+        if re.match(r"\s*(?:至|到|~|-|－|—|和|或)\s*\d", after):
+            raise StrategyRejected(f"the condition on {atom.display!r} is one end of a range")
+        if after[:1] and not re.match(r"[的、，。？；）)且并或时而]", after[0]):
+            raise StrategyRejected(
+                f"the condition on {atom.display!r} runs on into the words after it"
+            )
+        label = _label(atom, "zh")
+        before = before[:-1] if before.endswith(("在", "为")) else before
         if label and before.endswith(label):
             return before + "符合视频中给出的条件" + after
-        return (
-            before + (f"{label}符合视频中给出的条件" if label else "符合视频中给出的条件") + after
+        return before + (label or "") + "符合视频中给出的条件" + after
+    if _CJK.search(atom.literal) and not quoted:
+        # A value said as a word of the sentence ("于医院死亡") has no place a phrase about
+        # the video could take without changing what the sentence says.
+        raise StrategyRejected(
+            f"the value {atom.display!r} is a word of the question, not a quoted name"
         )
-    return _fill_en(before, after, atom)
+    noun_follows = bool(after[:1] and _CJK.match(after[0]) and after[0] not in _ZH_BREAK)
+    if before.endswith(("名为", "称为", "叫做")) and after.startswith("的"):
+        # "名为“ziprasidone”的药物" -> "视频中展示的药物"
+        return before[:-2] + "视频中展示的" + after[1:]
+    run = ""
+    for ch in reversed(before):
+        if ch in _ZH_BREAK or not _CJK.match(ch):
+            break
+        run = ch + run
+    head = before[: len(before) - len(run)]
+    verb = next((v for v in _ZH_VERBS if before.endswith(v)), "")
+    if verb or not run:
+        if noun_follows and quoted:
+            return before + "视频中展示的" + after  # "做过“ph”化验" -> "做过视频中展示的化验"
+        if noun_follows:
+            raise StrategyRejected(f"{atom.display!r} runs on into the word after it")
+        noun = _label(atom, "zh") or _ZH_OBJECT.get(verb, "")
+        return before + (f"视频中展示的{noun}" if noun else slot_text(atom, "zh")) + after
+    if len(run) > 4 or _ZH_NOT_NOUN.search(run) or head[-1:].isdigit():
+        raise StrategyRejected(f"no noun names {atom.display!r} in this question")
+    return head + "视频里出现的" + run + after  # "在病房52住过" -> "在视频里出现的病房住过"
 
 
 _EN_FUNCTION = frozenset(
@@ -697,8 +798,9 @@ def answer_evidence(
         # The table is named only when its name is in the question's language.
         named = bool(re.search(r"[\u3400-\u9fff]", table)) == q_zh
         if q_zh:
+            shown_as = table if table.endswith("记录") else f"{table}记录"  # no "记录记录"
             note = (
-                f"所需的{table}记录在视频里，工作区中没有这张表"
+                f"所需的{shown_as}在视频里，工作区中没有这张表"
                 if named
                 else "所需的记录在视频里，工作区中没有这张表"
             )

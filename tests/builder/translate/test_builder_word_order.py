@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from builder.transform.question import fluency_problems, word_order_problems
+from builder.transform.question import fluency_problems, rewrite_problems, word_order_problems
 from builder.translate.base import ReplyError, TranslationRequest
 from builder.translate.glossary import GlossaryTranslator
 
@@ -62,3 +62,36 @@ def test_a_template_gives_chinese_word_order():
 def test_english_targets_keep_the_phrase_fallback():
     reply = GlossaryTranslator().complete(_question("多少基金？", target="en"))
     assert reply["question"]
+
+
+@pytest.mark.parametrize("question", CORPUS["broken"])
+def test_a_rewrite_that_broke_a_phrase_apart_is_flagged(question):
+    assert rewrite_problems(question), question
+    assert fluency_problems(question, "zh", ["warfarin", "albuterol mdi", "glucagon"]), question
+
+
+def test_the_offline_templates_write_no_broken_phrase():
+    from builder.translate.templates import render_question
+
+    drugs = render_question(
+        "has_verb patient {patient_id} been prescribed {drug_name1}, {drug_name2}, or "
+        "{drug_name3} [time_filter_global1]?",
+        {
+            "patient_id": 40286,
+            "drug_name1": "warfarin",
+            "drug_name2": "albuterol mdi",
+            "drug_name3": "glucagon",
+        },
+        "select count(*)>0 from prescriptions where prescriptions.drug in ( 'warfarin' )",
+        target_of=str,
+    )
+    ward = render_question(
+        "count the number of patients who stayed in ward {ward_id} [time_filter_global1].",
+        {"ward_id": 12.0},
+        "select count(*) from transfers where transfers.wardid = 12 and "
+        "strftime('%Y',transfers.intime) = '2102'",
+        target_of=str,
+    )
+    assert drugs == "患者40286是否被开具过“warfarin”、“albuterol mdi”或“glucagon”？"
+    assert ward == "2102年在病房12住过的患者有多少人？"
+    assert rewrite_problems(drugs) == rewrite_problems(ward) == []
