@@ -4,7 +4,7 @@ One module per concept: ``load`` (reading runs), ``tables`` and ``characteristic
 numbers), ``plots`` (figures), ``page`` (HTML building blocks), ``render`` (the report's
 HTML and Markdown), ``tracepages`` (an attempt's trace page, over ``dataspace.traces``,
 and writing every attempt's page for a report, in threads or worker processes),
-``build`` (putting it together; ``dataspace report``) and ``basic`` (the page written
+``build`` (putting it together) and ``basic`` (the page written
 at the end of a run when the full report cannot be built). Test data lives in
 ``dataspace.testing.synthetic``.
 
@@ -14,12 +14,11 @@ at the end of a run when the full report cannot be built). Test data lives in
 """
 
 from dataspace.report.basic import write_basic_report
-from dataspace.report.build import ReportOutput, build_from_sources, build_report, report_main
+from dataspace.report.build import ReportOutput, build_from_sources, build_report
 
 __all__ = [
     "ReportOutput",
     "build_from_sources",
     "build_report",
-    "report_main",
     "write_basic_report",
 ]
