@@ -246,7 +246,7 @@ def build_release(
         for item in items
     ]
     results: dict[str, dict[str, Any]] = {}
-    counter = {"done": 0, "total": len(jobs), "cached": 0}
+    counter = {"done": 0, "total": len(jobs)}
 
     def record(res: dict[str, Any]) -> None:
         results[res["key"]] = {**res, "cached": False}
@@ -271,7 +271,8 @@ def build_release(
             )
     finally:
         runner.close()
-    cached = counter["cached"]
+    # per item of the release: an item built again without its video counts once
+    cached = sum(1 for j in jobs if results[j.key].get("cached"))
     return _write_release(
         spec,
         dest,
@@ -333,7 +334,6 @@ def _build_jobs(
         ):
             results[job.key] = {**hit, "cached": True}
             hits += 1
-    counter["cached"] += hits
     counter["done"] += hits
     if progress is not None and hits:
         progress(counter["done"], counter["total"], {"status": "cached", "count": hits})

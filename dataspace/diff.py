@@ -1,4 +1,4 @@
-"""``dataspace diff RELEASE_A RELEASE_B``: what changed between two builds of a release.
+"""What changed between two builds of a release (``dataspace diff``).
 
 Tasks are matched by their source item (``corpus`` and ``source_id`` of the metadata, else
 the ledger's source), so a task that moved from ``task_7`` to ``task_6`` because an earlier
@@ -6,8 +6,7 @@ item was rejected is the same task. For each matched task the parts compared are
 question, the workspace files (by content), the gold, the evaluation config, the metadata
 and the ledger. Tasks without a source identity are matched by task id.
 
-The library never prints; ``main`` is the command line (exit 0: identical, 1: different,
-2: a release cannot be read).
+``dataspace.cli.diff`` is the command line.
 """
 
 from __future__ import annotations
@@ -19,7 +18,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from dataspace.cliargs import NON_NEGATIVE_INT
 from dataspace.errors import ReleaseError
 
 PARTS = ("question", "workspace", "gold", "config", "metadata", "ledger")
@@ -297,38 +295,4 @@ def format_diff(d: ReleaseDiff, *, limit: int = 20) -> list[str]:
     return lines
 
 
-def main(argv: list[str] | None = None) -> int:
-    """``dataspace diff RELEASE_A RELEASE_B [--json] [--parts ...]``."""
-    import argparse
-    import sys
-
-    p = argparse.ArgumentParser(
-        prog="dataspace diff", description="which tasks two releases add, remove or change"
-    )
-    p.add_argument("a", help="the old release folder")
-    p.add_argument("b", help="the new release folder")
-    p.add_argument("--json", action="store_true", help="print the full difference as JSON")
-    p.add_argument(
-        "--parts",
-        nargs="+",
-        choices=PARTS,
-        default=list(PARTS),
-        help="parts to compare (default: all)",
-    )
-    p.add_argument(
-        "--limit", type=NON_NEGATIVE_INT, default=20, help="tasks listed per kind (default 20)"
-    )
-    args = p.parse_args(argv)
-    try:
-        d = diff_releases(args.a, args.b, parts=args.parts)
-    except ReleaseError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 2
-    if args.json:
-        print(json.dumps(d.to_json(), ensure_ascii=False, indent=1))
-    else:
-        print("\n".join(format_diff(d, limit=args.limit)))
-    return 0 if d.identical else 1
-
-
-__all__ = ["PARTS", "ReleaseDiff", "TaskChange", "diff_releases", "format_diff", "main"]
+__all__ = ["PARTS", "ReleaseDiff", "TaskChange", "diff_releases", "format_diff"]

@@ -17,7 +17,7 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
-from dataspace.cliargs import NON_NEGATIVE_INT
+from dataspace.cli.args import NON_NEGATIVE_INT
 from ray_jobs._common import run_main, setup_logging
 
 

@@ -24,7 +24,7 @@ import sys
 from dataclasses import dataclass, field
 from typing import Any
 
-from dataspace.cliargs import POSITIVE_INT
+from dataspace.cli.args import POSITIVE_INT
 from dataspace.sandbox import backend_names
 from ray_jobs._common import parse_options, run_main, setup_logging
 

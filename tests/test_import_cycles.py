@@ -3,11 +3,14 @@ parts of ``dataspace`` (its subpackages and top-level modules).
 
 The graph is built statically (``ast``) from every module's explicit import statements,
 wherever they are: module level, ``try``/``if`` blocks and inside functions and methods
-(``if TYPE_CHECKING:`` blocks are left out: they never run). ``from pkg import sub`` is an
-edge to the submodule, ``from pkg import name`` an edge to ``pkg``. Importing
-``a.b.c`` first runs ``a/__init__`` and ``a/b/__init__``, so those are edges too, except
-for the importer's own packages (already running when it imports a sibling): a cycle
-through a package's ``__init__`` fails at import time as surely as a direct one.
+(``if TYPE_CHECKING:`` blocks are left out: they never run; nor are ``if __name__ ==
+"__main__":`` blocks: they run only in ``python -m pkg.mod``, where the file is the module
+``__main__``, and what they import loads ``pkg.mod`` afresh, without that block).
+``from pkg import sub`` is an edge to the submodule, ``from pkg import name`` an edge to
+``pkg``. Importing ``a.b.c`` first runs ``a/__init__`` and ``a/b/__init__``, so those are
+edges too, except for the importer's own packages (already running when it imports a
+sibling): a cycle through a package's ``__init__`` fails at import time as surely as a
+direct one.
 
 The parts of ``dataspace`` are layers: ``dataspace.traces`` below ``dataspace.llm`` below
 ``dataspace.agents`` below ``dataspace.runs`` and so on. Two parts that import each other,
@@ -48,13 +51,28 @@ def _is_type_checking(test: ast.expr) -> bool:
     )
 
 
+def _is_main_block(test: ast.expr) -> bool:
+    """``__name__ == "__main__"``."""
+    return (
+        isinstance(test, ast.Compare)
+        and isinstance(test.left, ast.Name)
+        and test.left.id == "__name__"
+        and len(test.comparators) == 1
+        and isinstance(test.comparators[0], ast.Constant)
+        and test.comparators[0].value == "__main__"
+    )
+
+
 def _imports(body: list[ast.stmt]) -> list[ast.Import | ast.ImportFrom]:
-    """Every import statement, at any depth, except under ``if TYPE_CHECKING:``."""
+    """Every import statement, at any depth, except under ``if TYPE_CHECKING:`` and
+    ``if __name__ == "__main__":``."""
     out: list[ast.Import | ast.ImportFrom] = []
     for node in body:
         if isinstance(node, ast.Import | ast.ImportFrom):
             out.append(node)
-        elif isinstance(node, ast.If) and _is_type_checking(node.test):
+        elif isinstance(node, ast.If) and (
+            _is_type_checking(node.test) or _is_main_block(node.test)
+        ):
             out += _imports(node.orelse)
         else:
             for field in ("body", "orelse", "finalbody", "handlers"):
@@ -236,6 +254,14 @@ def test_a_cycle_through_a_package_init_is_found():
     assert cycles(with_package_inits(graph)) == [["p.x", "q", "q.z"]]
     # A module importing a sibling does not depend on its own, already running, package.
     assert "q" not in with_package_inits(graph)["q.z"]
+
+
+def test_imports_under_a_main_block_are_no_edges():
+    tree = ast.parse(
+        "import a\ndef f():\n    import b\n"
+        "if __name__ == '__main__':\n    import c\nelse:\n    import d\n"
+    )
+    assert [n.names[0].name for n in _imports(tree.body)] == ["a", "b", "d"]
 
 
 def test_no_import_cycle_in_the_packages():

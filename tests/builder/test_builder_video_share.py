@@ -15,7 +15,8 @@ from pathlib import Path
 import pytest
 
 from builder.driver import build_release
-from builder.spec import BuildSpec, SourceSpec, stage3_options
+from builder.spec import BuildSpec, SourceSpec, Stage3Options, stage3_options
+from dataspace.diff import diff_releases
 from dataspace.release import Release
 from tests.builder.conftest import plain_spec
 
@@ -79,6 +80,33 @@ def test_the_build_cache_key_is_the_parsed_options():
     keys.add(BuildSpec.from_mapping(base).fingerprint())
     assert len(keys) == 1
     assert BuildSpec.from_mapping({**base, "stage3": False}).fingerprint() not in keys
+
+
+@pytest.mark.slow
+def test_stage3_left_empty_hits_the_cache_of_a_build_with_the_defaults_written_out(
+    bundled_items, tmp_path
+):
+    """Guards the cache key being the parsed options, not the mapping as written: the
+    same build with ``stage3: {}`` after ``stage3: {video_share: 0.461, ...}`` rebuilds
+    nothing and writes the same release; the report counts each release item once (an item
+    built again without its video made it say -1 built)."""
+    items = [i for i in bundled_items if i.corpus == "clinical"][:3]
+    default = Stage3Options()
+    written = {
+        "video_share": default.video_share,
+        "strategies": list(default.strategies),
+        "routing": {"follow_share": default.policy.follow_share},
+    }
+    cache = tmp_path / "cache"
+    first = build_release(
+        plain_spec(stage3=written), tmp_path / "a" / "release", items=items, cache_dir=cache
+    )
+    assert first.accepted and first.built == len(items) and first.cached == 0
+    again = build_release(
+        plain_spec(stage3={}), tmp_path / "b" / "release", items=items, cache_dir=cache
+    )
+    assert (again.built, again.cached) == (0, len(items))
+    assert diff_releases(tmp_path / "a" / "release", tmp_path / "b" / "release").identical
 
 
 @pytest.mark.slow

@@ -26,7 +26,7 @@ from k8s_support import make_backend
 from dataspace.sandbox.base import Limits, SandboxSpec
 from dataspace.sandbox.kubernetes import PodFailedError
 from dataspace.testing.fake_k8s import FakeKubernetes
-from dataspace.testing.fake_k8s_policy import CONTROLLER_USER, ApiPolicy
+from dataspace.testing.fake_k8s.policy import CONTROLLER_USER, ApiPolicy
 
 K8S = Path(__file__).resolve().parents[2] / "k8s"
 SANDBOX_NS = "dataspace-sandboxes"

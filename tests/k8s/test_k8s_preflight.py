@@ -26,7 +26,7 @@ from test_k8s_api_server import SANDBOX_NS, base_docs, with_quota
 
 from dataspace.sandbox.kubernetes import BASE_PATH
 from dataspace.testing.fake_k8s import Behaviour, FakeKubernetes
-from dataspace.testing.fake_k8s_policy import NODE, ApiPolicy, node
+from dataspace.testing.fake_k8s.policy import NODE, ApiPolicy, node
 from dataspace.testing.releases import write_tiny_release
 
 IMAGE = "registry.example/dataspace/runtime:1.0.0"

@@ -44,7 +44,7 @@ from dataspace.sandbox.kubernetes import (
     PodFailedError,
 )
 from dataspace.testing.fake_k8s import Behaviour, FakeKubernetes, chroot_runtime_available
-from dataspace.testing.fake_k8s_policy import ApiPolicy
+from dataspace.testing.fake_k8s.policy import ApiPolicy
 from dataspace.testing.releases import write_tiny_release
 from dataspace.testing.scripted_server import ScriptedServer
 

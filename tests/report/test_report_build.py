@@ -9,8 +9,9 @@ import re
 import pandas as pd
 import pytest
 
+from dataspace.cli.report import main as report_main
 from dataspace.errors import ConfigError
-from dataspace.report import build_from_sources, build_report, report_main, write_basic_report
+from dataspace.report import build_from_sources, build_report, write_basic_report
 from dataspace.report.load import RunSource
 from dataspace.runs.results import rows_to_parquet
 from dataspace.store import open_store

@@ -24,7 +24,6 @@ ready, for ``dataspace doctor`` and ``dataspace harnesses``.
 
 from __future__ import annotations
 
-import argparse
 import logging
 import os
 import shutil
@@ -300,36 +299,22 @@ def _chmod_readable(root: Path) -> None:
                 p.chmod(0o755 if os.access(p, os.X_OK) else 0o644)
 
 
-def main(argv: list[str] | None = None) -> int:
-    """``python -m dataspace.agents.native.install [NAME ...] [--from PATH]``."""
-    parser = argparse.ArgumentParser(prog="python -m dataspace.agents.native.install")
-    parser.add_argument("names", nargs="*", help="harnesses (default: every npm-served one)")
-    parser.add_argument("--from", dest="source", type=Path, help="Grok Build binary/installer")
-    parser.add_argument("--check", action="store_true", help="only report the states")
-    args = parser.parse_args(argv)
-    names = args.names or [n for n, p in PINS.items() if p.npm_package]
-    code = 0
-    for name in names:
-        try:
-            if args.check:
-                state = harness_state(name)
-            elif name == "grok-build":
-                if args.source is None:
-                    raise ConfigError(_fix(name))
-                state = install_grok(args.source)
-            else:
-                state = install_npm(name)
-        except (ConfigError, subprocess.CalledProcessError) as exc:
-            print(f"{name}: error: {exc}", file=sys.stderr)
-            code = 1
-            continue
-        line = f"{name} {state.pinned}: " + (
-            "ready" if state.ready else f"not ready ({state.problem})"
-        )
-        print(line)
-        code = code or (0 if state.ready else 1)
-    return code
+def install_harness(name: str, *, source: Path | None = None) -> HarnessState:
+    """Install one native harness: from the package registry, or Grok Build from ``source``.
+
+    Raises:
+        ConfigError: an unknown name, Grok Build without ``source``, or an install that
+            failed (the message says how to fix it).
+        subprocess.CalledProcessError: x.ai's installer script failed.
+    """
+    if name == "grok-build":
+        if source is None:
+            raise ConfigError(_fix(name))
+        return install_grok(source)
+    return install_npm(name)
 
 
-if __name__ == "__main__":
+if __name__ == "__main__":  # the command line lives with the others, in dataspace.cli
+    from dataspace.cli.install import main
+
     sys.exit(main())

@@ -15,7 +15,7 @@ import argparse
 import os
 import sys
 
-from dataspace.cliargs import PORT
+from dataspace.cli.args import PORT
 from dataspace.errors import ConfigError
 
 

@@ -23,7 +23,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from dataspace.cliargs import NON_NEGATIVE_INT, POSITIVE_INT, float_range
+from dataspace.cli.args import NON_NEGATIVE_INT, POSITIVE_INT, float_range
 from dataspace.errors import ConfigError, DataSpaceError
 
 logger = logging.getLogger(__name__)
@@ -67,7 +67,7 @@ def _parser() -> argparse.ArgumentParser:
     return p
 
 
-def resolve_spec(args: argparse.Namespace) -> Any:
+def _build_spec(args: argparse.Namespace) -> Any:
     """The build spec from the spec file and the flags (flags win).
 
     Raises:
@@ -144,7 +144,7 @@ def _run(args: argparse.Namespace) -> int:
 
     from builder.driver import build_release
 
-    spec = resolve_spec(args)
+    spec = _build_spec(args)
     os.environ.setdefault("RAY_DEDUP_LOGS", "0")
     if args.quiet:
         report = build_release(
@@ -223,4 +223,4 @@ def _print(report: Any) -> None:
     print(f"report: {Path(report.release).parent / 'build_report.json'}")
 
 
-__all__ = ["main", "resolve_spec"]
+__all__ = ["main"]

@@ -27,7 +27,7 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from dataspace.cliargs import PORT, POSITIVE_INT
+from dataspace.cli.args import PORT, POSITIVE_INT
 from dataspace.errors import ConfigError
 
 

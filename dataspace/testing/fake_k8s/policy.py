@@ -1,7 +1,7 @@
 """What a real API server refuses, for the loopback fake: RBAC, namespaces, admission, quota.
 
 ``ApiPolicy`` holds the cluster objects that decide whether the fake API server
-(``fake_k8s.FakeKubernetes``) serves a request, and answers refusals with the bodies a real
+(``server.FakeKubernetes``) serves a request, and answers refusals with the bodies a real
 kube-apiserver sends, in its order:
 
 1. **RBAC** (``Rbac``): the requesting user's Roles and ClusterRoles, from the

@@ -1,0 +1,80 @@
+"""What may import what across the layers, beyond the cycle test.
+
+- Command lines are parsed only in ``dataspace.cli`` (one module per subcommand): no other
+  module of ``dataspace`` or ``builder`` imports ``argparse``. (``evaluator`` keeps the
+  official evaluator's own command line; ``ray_jobs/`` and ``scripts/`` are entrypoints.)
+- The loopback fakes and test servers in ``dataspace.testing`` are never imported by the
+  runtime: only ``dataspace.testing`` itself and the command line of its scripted model
+  server (``python -m dataspace.testing.scripted_server``) reach them.
+"""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+from test_import_cycles import parsed_graph
+
+REPO = Path(__file__).resolve().parents[1]
+CLI = "dataspace.cli"
+TESTING = "dataspace.testing"
+# the one command line that serves a fake: ``python -m dataspace.testing.scripted_server``
+TESTING_COMMANDS = frozenset({"dataspace.cli.scripted_server"})
+
+
+def _inside(module: str, package: str) -> bool:
+    return module == package or module.startswith(package + ".")
+
+
+def _imported_top_names(path: Path) -> set[str]:
+    """Top-level names of every module ``path`` imports, at any depth."""
+    names: set[str] = set()
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"), filename=str(path))):
+        if isinstance(node, ast.Import):
+            names |= {a.name.partition(".")[0] for a in node.names}
+        elif isinstance(node, ast.ImportFrom) and node.module and not node.level:
+            names.add(node.module.partition(".")[0])
+    return names
+
+
+def test_only_the_cli_package_parses_command_lines():
+    """Guards one command-line package: a library module that builds its own parser
+    (``argparse``) is a command line outside ``dataspace.cli``."""
+    offenders = []
+    for pkg in ("dataspace", "builder"):
+        for path in sorted((REPO / pkg).rglob("*.py")):
+            rel = path.relative_to(REPO)
+            module = ".".join(rel.with_suffix("").parts)
+            if _inside(module, CLI):
+                continue
+            if "argparse" in _imported_top_names(path):
+                offenders.append(str(rel))
+    assert not offenders, "argparse outside dataspace/cli/: " + ", ".join(offenders)
+
+
+def test_the_runtime_never_imports_the_test_fakes():
+    """Guards ``dataspace.testing`` being test-only: no runtime module imports it, even
+    lazily inside a function."""
+    graph = parsed_graph()
+    assert any(_inside(m, TESTING) for m in graph), "the graph lacks dataspace.testing"
+    offenders = sorted(
+        f"{mod} -> {dep}"
+        for mod, deps in graph.items()
+        if not _inside(mod, TESTING) and mod not in TESTING_COMMANDS
+        for dep in deps
+        if _inside(dep, TESTING)
+    )
+    assert not offenders, "runtime modules importing dataspace.testing:\n" + "\n".join(offenders)
+
+
+def test_the_dataspace_command_does_not_load_the_test_fakes():
+    """The ``dataspace`` command's modules never reach the scripted server's command line."""
+    graph = parsed_graph()
+    reached, todo = set(), [CLI]
+    while todo:
+        mod = todo.pop()
+        if mod in reached:
+            continue
+        reached.add(mod)
+        todo += sorted(graph.get(mod, ()))
+    assert not {m for m in reached if _inside(m, TESTING) or m in TESTING_COMMANDS}
