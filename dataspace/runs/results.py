@@ -438,8 +438,30 @@ def table_to_frame(table: Any) -> Any:
     df = table.to_pandas()
     for col in ("verdict", "task_metadata"):
         if col in df.columns:
-            df[col] = [json.loads(v) if isinstance(v, str) else None for v in df[col]]
+            df[col] = _decoded(df[col])
     return df
+
+
+def _decoded(values: Iterable[Any]) -> list[Any]:
+    """JSON texts decoded, each distinct text once.
+
+    A task's metadata repeats on every attempt of it; rows with the same text share the
+    decoded object (read-only, as the release's metadata is shared by a task's rows).
+
+    >>> a, b, c = _decoded(['{"x": 1}', '{"x": 1}', None])
+    >>> a == {"x": 1} and a is b and c is None
+    True
+    """
+    seen: dict[str, Any] = {}
+    out: list[Any] = []
+    for v in values:
+        if not isinstance(v, str):
+            out.append(None)
+        elif v in seen:
+            out.append(seen[v])
+        else:
+            out.append(seen.setdefault(v, json.loads(v)))
+    return out
 
 
 __all__ = [
