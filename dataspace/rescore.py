@@ -144,11 +144,12 @@ def rescore(run: str, *, release: str | None = None) -> RescoreOutcome:
     import evaluator
     from dataspace.release import Release
     from dataspace.report.load import open_run
-    from dataspace.runs.results import read_results, rows_to_parquet
+    from dataspace.runs.results import rows_to_parquet
+    from dataspace.runs.results_log import load_results
 
     source = open_run(run)
     try:
-        df = read_results(source.store.get_bytes(source.key("results.parquet")))
+        df = load_results(source.store, source.prefix)
     except NotFoundError:
         raise ConfigError(
             f"{source.store.url_for(source.key('results.parquet'))}: no results file; give "

@@ -32,6 +32,7 @@ needs; statsmodels would add a second, heavier dependency for the same few funct
 
 from __future__ import annotations
 
+import functools
 import logging
 import math
 from collections.abc import Iterable, Mapping, Sequence
@@ -121,7 +122,6 @@ def cluster_mean(
     (2.5, True)
     """
     import numpy as np
-    from scipy.stats import bootstrap
 
     s = np.asarray(sums, dtype=float)
     c = np.asarray(counts, dtype=float)
@@ -134,21 +134,40 @@ def cluster_mean(
         return Interval(est, NAN, NAN)
     if np.allclose(s / c, s[0] / c[0]):
         return Interval(est, est, est)  # no spread: the bootstrap has nothing to resample
+    low, high = _percentile_interval(s, c, check_level(level), seed, resamples)
+    return Interval(est, low, high)
 
-    def ratio(a: Any, b: Any, axis: int = -1) -> Any:
-        return a.sum(axis=axis) / b.sum(axis=axis)
 
-    res = bootstrap(
-        (s, c),
-        ratio,
-        paired=True,
-        vectorized=True,
-        confidence_level=check_level(level),
-        n_resamples=resamples,
-        method="percentile",
-        rng=_rng(seed),
-    )
-    return Interval(est, float(res.confidence_interval.low), float(res.confidence_interval.high))
+def _percentile_interval(
+    s: Any, c: Any, level: float, seed: int, resamples: int
+) -> tuple[float, float]:
+    """``scipy.stats.bootstrap`` of ``sum(s) / sum(c)``, paired, percentile: the same numbers.
+
+    The same draws (``integers(0, n, (resamples, n))`` from a fresh generator, shared by
+    every interval over ``n`` tasks), the same sums over the same resampled arrays and the
+    same quantiles as SciPy's, without its per-call validation and its gather of the index
+    itself; with every count 1 the resampled counts sum to ``n`` exactly, so they are not
+    gathered either.
+    """
+    import numpy as np
+    from scipy.stats import quantile
+
+    i = _resample_indices(len(s), seed, resamples)
+    theta = s[..., i].sum(axis=-1)
+    if np.all(c == 1.0):
+        theta = theta / np.full(theta.shape, float(len(c)))
+    else:
+        theta = theta / c[..., i].sum(axis=-1)
+    alpha = np.asarray((1 - level) / 2, dtype=theta.dtype)
+    ci = quantile(theta, np.stack((alpha, 1 - alpha), axis=-1), axis=-1)
+    return float(ci[..., 0]), float(ci[..., 1])
+
+
+@functools.lru_cache(maxsize=8)
+def _resample_indices(n: int, seed: int, resamples: int) -> Any:
+    idx = _rng(seed).integers(0, n, (resamples, n), dtype="int64", endpoint=False)
+    idx.setflags(write=False)
+    return idx
 
 
 def bootstrap_mean(

@@ -8,7 +8,8 @@ event log, run.json and result.json in a local store. Prints the time of:
 - the same report rebuilt (the existing trace pages are kept).
 
 Each is run ``--repeat`` times; the medians of wall-clock time and of CPU time (this
-process and its trace-page workers; on a shared machine the CPU time is the steadier
+process and its workers, and this process's alone, which on an idle machine is about
+the wall time when the workers keep up; on a shared machine the CPU time is the steadier
 figure) are printed, with the load average.
 
     .venv/bin/python scripts/bench_report.py [--tasks 410] [--agents 11] [--attempts 3]
@@ -37,9 +38,18 @@ def _size_mb(path: Path) -> float:
 
 def _cpu_seconds() -> float:
     """CPU time of this process and of its finished children (the page workers)."""
+    return _own_cpu_seconds() + _children_cpu_seconds()
+
+
+def _own_cpu_seconds() -> float:
+    """CPU time of this process alone (on an idle machine, about its share of the wall)."""
     own = resource.getrusage(resource.RUSAGE_SELF)
+    return own.ru_utime + own.ru_stime
+
+
+def _children_cpu_seconds() -> float:
     kids = resource.getrusage(resource.RUSAGE_CHILDREN)
-    return own.ru_utime + own.ru_stime + kids.ru_utime + kids.ru_stime
+    return kids.ru_utime + kids.ru_stime
 
 
 def main() -> None:
@@ -73,20 +83,22 @@ def main() -> None:
             ("with trace pages, cold", "out-traces", "all"),
             ("with trace pages, rebuilt", "out-traces", "new"),
         ):
-            walls, cpus, loads = [], [], []
+            walls, cpus, owns, loads = [], [], [], []
             for _ in range(max(1, args.repeat)):
                 if traces == "all":
                     shutil.rmtree(root / out, ignore_errors=True)
                 loads.append(os.getloadavg()[0])
-                c0 = _cpu_seconds()
+                c0, o0 = _cpu_seconds(), _own_cpu_seconds()
                 t = time.perf_counter()
                 res = build_report([str(run)], out=str(root / out), traces=traces)
                 walls.append(time.perf_counter() - t)
                 cpus.append(_cpu_seconds() - c0)
+                owns.append(_own_cpu_seconds() - o0)
             html = (root / out / "report.html").stat().st_size / 1e6
             print(
                 f"report {label}: median {statistics.median(walls):.2f} s wall, "
-                f"{statistics.median(cpus):.2f} s CPU over {len(walls)} run(s) "
+                f"{statistics.median(cpus):.2f} s CPU ({statistics.median(owns):.2f} s of it in "
+                f"this process) over {len(walls)} run(s) "
                 f"(wall {', '.join(f'{w:.2f}' for w in walls)}; load average "
                 f"{', '.join(f'{x:.1f}' for x in loads)}; {res.traces} trace pages written, "
                 f"{res.traces_kept} kept; report.html {html:.2f} MB; {len(res.tables)} "

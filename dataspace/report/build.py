@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from dataspace.errors import ConfigError, DataSpaceError
+from dataspace.report.background import Background
 from dataspace.report.comparisons import add_comparisons
 from dataspace.report.load import (
     OutFolder,
@@ -44,6 +45,8 @@ logger = logging.getLogger(__name__)
 HTML_NAME = "report.html"
 MARKDOWN_NAME = "report.md"
 ASSETS = "report"
+BACKGROUND_FIGURES = ("pareto", "passk")
+"""Figures drawn in a forked process while the comparisons are computed (the heaviest)."""
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -373,24 +376,30 @@ def _compute(
     pk = tables.pass_at_k_table(df, labels)
     if pk is not None:
         data["pass_at_k"] = pk
-    notes += add_comparisons(data, df, labels, level)
     figures: dict[str, str] = {}
     try:
         import matplotlib  # noqa: F401
     except ImportError:
+        notes += add_comparisons(data, df, labels, level)
         notes.append("Figures left out: matplotlib is not installed (pip install matplotlib).")
         return data, figures, notes
     several = len(labels) >= 2  # a comparison of one agent with itself means nothing
-    for name, draw in (
-        ("accuracy", lambda: plots.accuracy_figure(acc)),
-        ("pareto", lambda: plots.pareto_figure(pareto, labels) if several else None),
-        ("spread", lambda: plots.spread_figure(acc_cmp) if several else None),
-        ("gaps", lambda: plots.gap_figure(long, labels)),
-        ("passk", lambda: plots.pass_at_k_figure(pk, labels)),
-    ):
-        svg = draw()
-        if svg:
-            figures[name] = svg
+    draw = {
+        "accuracy": lambda: plots.accuracy_figure(acc),
+        "pareto": lambda: plots.pareto_figure(pareto, labels) if several else None,
+        "spread": lambda: plots.spread_figure(acc_cmp) if several else None,
+        "gaps": lambda: plots.gap_figure(long, labels),
+        "passk": lambda: plots.pass_at_k_figure(pk, labels),
+    }
+    # the figures draw from the frames as they are before the comparisons are added; the
+    # heaviest are drawn on another core meanwhile
+    elsewhere = Background({k: draw[k] for k in BACKGROUND_FIGURES})
+    notes += add_comparisons(data, df, labels, level)
+    drawn = {k: f() for k, f in draw.items() if k not in BACKGROUND_FIGURES}
+    drawn.update(elsewhere.results())
+    for name in draw:
+        if drawn.get(name):
+            figures[name] = drawn[name]
     return data, figures, notes
 
 

@@ -103,12 +103,13 @@ def read_run(source: RunSource) -> RunData:
     Raises:
         ConfigError: the folder has no readable ``results.parquet``.
     """
-    from dataspace.runs.results import COLUMNS, read_results
+    from dataspace.runs.results import COLUMNS, table_to_frame
+    from dataspace.runs.results_log import read_results_table
 
     key = source.key(RESULTS_NAME)
     where = source.store.url_for(key)
     try:
-        data = source.store.get_bytes(key)
+        table = read_results_table(source.store, source.prefix)
     except NotFoundError:
         raise ConfigError(
             f"{where}: no results file; give a run folder "
@@ -116,9 +117,11 @@ def read_run(source: RunSource) -> RunData:
         ) from None
     except StoreError as exc:
         raise ConfigError(f"{where}: cannot read the results: {exc}") from exc
-    try:
-        df = read_results(data)
     except Exception as exc:  # pyarrow raises several types for a damaged file
+        raise ConfigError(f"{where}: not a readable results file ({exc})") from exc
+    try:
+        df = table_to_frame(table)
+    except Exception as exc:  # a JSON column that does not parse
         raise ConfigError(f"{where}: not a readable results file ({exc})") from exc
     for name, _ in COLUMNS:  # tolerate files written by an older schema
         if name not in df.columns:

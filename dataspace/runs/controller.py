@@ -30,9 +30,12 @@ key or sandbox; not a lost Ray worker; no attempt of it finishing in between), t
 agent is stopped: nothing more of it is scheduled, its cause is reported once, and its
 remaining attempts stay unfinished so a rerun resumes them.
 
-Live status: ``results.parquet`` and ``summary.json`` are rewritten (atomically) every
-``status_interval`` seconds while the run goes on, marked ``partial``; the final write is
-not partial unless the run was interrupted. The summary's wall time adds up every
+Live status: every ``status_interval`` seconds while the run goes on, the attempts that
+changed are added to the results table as one Parquet part (``dataspace.runs.results_log``:
+the cost of a write depends on what changed, not on the run's size) and ``summary.json``
+is rewritten, marked ``partial``; the first and the final write of an invocation rewrite
+the whole table as ``results.parquet``. The final write is not partial unless the run was
+interrupted. The summary's wall time adds up every
 invocation of the run. Costs are recomputed from tokens with the prices of the latest
 invocation, which the summary shows.
 
@@ -74,6 +77,7 @@ from dataspace.runs.layout import RunLayout
 from dataspace.runs.lease import RunLease, lease_seconds
 from dataspace.runs.preflight import check_agents, check_backend_name
 from dataspace.runs.results import ResultRow, row_identity
+from dataspace.runs.results_log import ResultsLog, load_results
 from dataspace.runs.spec import (
     RunSpec,
     agent_identity,
@@ -497,7 +501,6 @@ def _record_estimate(
 
 def pending_attempts(spec: RunSpec) -> dict[str, int]:
     """Agent name -> attempts the run would start now (planned, not skipped, not finished)."""
-    from dataspace.runs.results import read_results
     from dataspace.store import open_store
 
     release = Release(spec.release)
@@ -509,9 +512,8 @@ def pending_attempts(spec: RunSpec) -> dict[str, int]:
     plan = plan_attempts(spec, ids, unscored=frozenset(counts.unscored), oracle_agents=oracles)
     done: set[tuple[str, str, int]] = set()
     store = open_store(spec.store)
-    key = f"runs/{spec.run_id}/results.parquet"
-    if store.exists(key):
-        df = read_results(store.get_bytes(key))
+    with contextlib.suppress(NotFoundError):
+        df = load_results(store, f"runs/{spec.run_id}")
         fin = df[~df["status"].isin(list(UNFINISHED))]
         done = {
             (str(a), str(t), int(n))
@@ -839,6 +841,10 @@ class _Run:
     lease: RunLease | None = None
     scheduled: set[str] = field(default_factory=set)  # attempt keys sent to workers
     _last_write: float = 0.0
+    _log: ResultsLog | None = None  # the results table (parts, compacted on a full write)
+    _table: dict[str, ResultRow] = field(default_factory=dict)  # its rows as last written
+    _changed: dict[str, None] = field(default_factory=dict)  # keys to write (ordered set)
+    _full: bool = True  # the next write rewrites the whole table
 
     # ---- what was spent -----------------------------------------------------------------
     def refresh_journals(self, keys: set[str] | list[str]) -> None:
@@ -1001,6 +1007,7 @@ class _Run:
                         from dataspace.llm.usage import format_usd
 
                         self.stopped_for_spend = True
+                        self._full = True  # every unscheduled row's reason changes
                         logger.warning(
                             "spend limit %s reached (%s spent): no new attempts scheduled",
                             format_usd(spec.spend_limit_usd),
@@ -1019,6 +1026,7 @@ class _Run:
             if not done:
                 if time.monotonic() - self._last_write >= self.status_interval:
                     self.refresh_journals({r.key for r in in_flight.values()})
+                    self._changed.update(dict.fromkeys(r.key for r in in_flight.values()))
                 self._maybe_write()
                 continue
             ref = done[0]
@@ -1036,6 +1044,7 @@ class _Run:
                 self._maybe_write()
                 continue
             self.rows[req.key] = row
+            self._changed[req.key] = None
             self.executed += 1
             priced = price_row(spec, row)
             spend += float(priced.cost_usd or 0.0)
@@ -1060,6 +1069,7 @@ class _Run:
             overwrite=False,
         )
         self.failures.setdefault(req.key, []).append(rec)
+        self._changed[req.key] = None
         info = {"agent": req.agent.name, "task_id": req.task_id, "attempt": req.attempt, **rec}
         self.new_failures.append(info)
         logger.info(
@@ -1097,6 +1107,7 @@ class _Run:
         ):
             cause_text = f"{code}: {error}"
             self.stopped[name] = cause_text
+            self._full = True  # every unscheduled row of the agent says why
             logger.warning(
                 "agent %s stopped after %d infrastructure failures in a row: %s",
                 name,
@@ -1120,15 +1131,33 @@ class _Run:
             self.emit({"event": "status"})
 
     def write(self, *, partial: bool) -> tuple[list[ResultRow], dict[str, Any]]:
-        """Write results and summary now; returns (rows, summary)."""
+        """Write results and summary now; returns (rows, summary).
+
+        A partial write adds the rows that changed since the last one as a part of the
+        results table (``dataspace.runs.results_log``); the first write of an invocation,
+        a change to every unscheduled row (an agent stopped, the spend limit) and the
+        final write rewrite the whole table.
+        """
         self._last_write = time.monotonic()
         spec = self.spec
-        all_rows = [
-            (
-                price_row(spec, self.rows[p.key]) if p.key in self.rows else self._unfinished_row(p)
-            ).with_earlier_tries(self._earlier(p))
-            for p in self.plan
-        ]
+        if self._log is None:
+            self._log = ResultsLog(self.store, self.layout.prefix)
+        if partial and not self._full:
+            by_key = {p.key: p for p in self.plan} if self._changed else {}
+            new = []
+            for k in self._changed:
+                row = self._table_row(by_key[k])
+                if row != self._table.get(k):
+                    self._table[k] = row
+                    new.append(row)
+            self._log.append(new)
+            all_rows = [self._table[p.key] for p in self.plan]
+        else:
+            all_rows = [self._table_row(p) for p in self.plan]
+            self._log.compact(all_rows)
+            self._table = {p.key: r for p, r in zip(self.plan, all_rows, strict=True)}
+            self._full = False
+        self._changed = {}
         this = {"started_at": self.t0, "wall_seconds": time.time() - self.t0}
         invocations = [*self.invocations, this]
         summary = summarize(
@@ -1145,8 +1174,18 @@ class _Run:
             scored_tasks=self.scored_tasks,
             tasks=self.tasks,
         )
-        write_results(self.store, self.layout, all_rows, summary)
+        self.store.put_bytes(
+            self.layout.key("summary.json"), json.dumps(summary, indent=1, default=str).encode()
+        )
         return all_rows, summary
+
+    def _table_row(self, p: PlannedAttempt) -> ResultRow:
+        row = (
+            price_row(self.spec, self.rows[p.key])
+            if p.key in self.rows
+            else self._unfinished_row(p)
+        )
+        return row.with_earlier_tries(self._earlier(p))
 
     def _unfinished_row(self, p: PlannedAttempt) -> ResultRow:
         if p.agent in self.stopped:
@@ -1316,16 +1355,6 @@ def _finite(v: float) -> float | None:
     return None if v != v else v
 
 
-def write_results(
-    store: Any, layout: RunLayout, rows: Sequence[Mapping[str, Any]], summary: dict[str, Any]
-) -> None:
-    """Write ``results.parquet`` and ``summary.json`` (derived files, rewritten atomically)."""
-    from dataspace.runs.results import rows_to_parquet
-
-    store.put_bytes(layout.key("results.parquet"), rows_to_parquet(rows))
-    store.put_bytes(layout.key("summary.json"), json.dumps(summary, indent=1, default=str).encode())
-
-
 __all__ = [
     "SKIPPED",
     "UNFINISHED",
@@ -1338,5 +1367,4 @@ __all__ = [
     "plan_attempts",
     "price_row",
     "summarize",
-    "write_results",
 ]

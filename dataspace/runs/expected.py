@@ -22,7 +22,6 @@ cap): an attempt cannot take longer than that, so a slow backbone is not over-we
 
 from __future__ import annotations
 
-import io
 import logging
 import re
 import statistics
@@ -118,14 +117,13 @@ def _results_keys(store: Any) -> Iterable[str]:
 
 def history_seconds(store: Any) -> dict[str, list[float]]:
     """Wall seconds of every finished attempt in the store's runs, by :func:`history_key`."""
-    import pyarrow.parquet as pq
+    from dataspace.runs.results_log import read_results_table
 
     out: dict[str, list[float]] = {}
     for key in _results_keys(store):
         try:
-            table = pq.read_table(
-                io.BytesIO(store.get_bytes(key)),
-                columns=["model", "agent", "status", "wall_seconds"],
+            table = read_results_table(store, key.rpartition("/")[0]).select(
+                ["model", "agent", "status", "wall_seconds"]
             )
         except (NotFoundError, ValueError, KeyError, OSError) as exc:
             logger.info("plan order: %s not read (%s)", key, exc)

@@ -287,11 +287,11 @@ def _read_json(store: Any, key: str, run: str) -> dict[str, Any]:
 
 def _agent_rows(store: Any, run: str, agent: str, attempt: int) -> list[dict[str, Any]]:
     from dataspace.release import task_number
-    from dataspace.runs.results import read_results
+    from dataspace.runs.results_log import RESULTS_NAME, load_results
 
-    key = "results.parquet"
+    key = RESULTS_NAME
     try:
-        df = read_results(store.get_bytes(key))
+        df = load_results(store, "")
     except NotFoundError:
         raise ConfigError(
             f"{store.url_for(key)}: missing; the run has not finished (rerun the same "

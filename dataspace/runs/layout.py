@@ -14,6 +14,8 @@
     runs/<run_id>/predictions/<agent>/task_N/prediction.csv          (attempt 1)
     runs/<run_id>/predictions/<agent>/attempt_<n>/task_N/prediction.csv  (n > 1)
     runs/<run_id>/{results.parquet, summary.json, report.md, report.html}
+    runs/<run_id>/results/part-<first>-<last>.parquet   (rows since results.parquet:
+                                                         runs.results_log)
 
 ``result.json`` is written last: an attempt is finished exactly when it exists.
 """

@@ -289,7 +289,7 @@ class HistoryRun:
 
 def load_history(store: Any, *, exclude: str | None = None) -> list[HistoryRun]:
     """Every earlier run in ``store`` (``runs/<id>/results.parquet``), except ``exclude``."""
-    from dataspace.runs.results import read_results
+    from dataspace.runs.results_log import load_results
 
     ids = _run_ids(store)
     out = []
@@ -297,7 +297,7 @@ def load_history(store: Any, *, exclude: str | None = None) -> list[HistoryRun]:
         if run_id == exclude:
             continue
         try:
-            rows = read_results(store.get_bytes(f"runs/{run_id}/results.parquet"))
+            rows = load_results(store, f"runs/{run_id}")
         except (DataSpaceError, OSError, ValueError) as exc:
             logger.debug("plan: skipping run %s: %s", run_id, exc)
             continue

@@ -373,17 +373,50 @@ def normalize_row(row: Mapping[str, Any]) -> dict[str, Any]:
     return out
 
 
-def rows_to_parquet(rows: Iterable[Mapping[str, Any]]) -> bytes:
-    """Serialize rows to Parquet bytes with the fixed schema."""
+def rows_to_table(rows: Iterable[Mapping[str, Any]]) -> Any:
+    """Rows -> a pyarrow Table with the fixed schema."""
     import pyarrow as pa
-    import pyarrow.parquet as pq
+
+    return pa.Table.from_pylist([normalize_row(r) for r in rows], schema=_arrow_schema())
+
+
+def conform_table(table: Any) -> Any:
+    """A table read from any schema 1.x file, with the current columns in their order.
+
+    Columns an older file lacks are null; columns the schema does not know are dropped.
+    """
+    import pyarrow as pa
 
     schema = _arrow_schema()
-    norm = [normalize_row(r) for r in rows]
-    table = pa.Table.from_pylist(norm, schema=schema)
+    if table.schema.remove_metadata().equals(schema.remove_metadata()):
+        return table.replace_schema_metadata(schema.metadata)
+    cols = [
+        table.column(f.name).cast(f.type)
+        if f.name in table.column_names
+        else pa.nulls(table.num_rows, f.type)
+        for f in schema
+    ]
+    return pa.Table.from_arrays(cols, schema=schema)
+
+
+def table_to_parquet(table: Any, *, metadata: Mapping[str, str] | None = None) -> bytes:
+    """Serialize a results table to Parquet bytes (extra key-value metadata in its footer)."""
+    import pyarrow.parquet as pq
+
+    if metadata:
+        merged = dict(table.schema.metadata or {})
+        merged.update({k.encode(): v.encode() for k, v in metadata.items()})
+        table = table.replace_schema_metadata(merged)
     buf = io.BytesIO()
     pq.write_table(table, buf)
     return buf.getvalue()
+
+
+def rows_to_parquet(
+    rows: Iterable[Mapping[str, Any]], *, metadata: Mapping[str, str] | None = None
+) -> bytes:
+    """Serialize rows to Parquet bytes with the fixed schema."""
+    return table_to_parquet(rows_to_table(rows), metadata=metadata)
 
 
 def read_rows(data: bytes) -> list[ResultRow]:
@@ -397,10 +430,38 @@ def read_results(data: bytes) -> Any:
     """Parquet bytes -> pandas DataFrame with ``verdict`` and ``task_metadata`` decoded."""
     import pyarrow.parquet as pq
 
-    df = pq.read_table(io.BytesIO(data)).to_pandas()
+    return table_to_frame(pq.read_table(io.BytesIO(data)))
+
+
+def table_to_frame(table: Any) -> Any:
+    """A results table -> pandas DataFrame with ``verdict`` and ``task_metadata`` decoded."""
+    df = table.to_pandas()
     for col in ("verdict", "task_metadata"):
-        df[col] = [json.loads(v) if isinstance(v, str) else None for v in df[col]]
+        if col in df.columns:
+            df[col] = _decoded(df[col])
     return df
+
+
+def _decoded(values: Iterable[Any]) -> list[Any]:
+    """JSON texts decoded, each distinct text once.
+
+    A task's metadata repeats on every attempt of it; rows with the same text share the
+    decoded object (read-only, as the release's metadata is shared by a task's rows).
+
+    >>> a, b, c = _decoded(['{"x": 1}', '{"x": 1}', None])
+    >>> a == {"x": 1} and a is b and c is None
+    True
+    """
+    seen: dict[str, Any] = {}
+    out: list[Any] = []
+    for v in values:
+        if not isinstance(v, str):
+            out.append(None)
+        elif v in seen:
+            out.append(seen[v])
+        else:
+            out.append(seen.setdefault(v, json.loads(v)))
+    return out
 
 
 __all__ = [
@@ -408,9 +469,13 @@ __all__ = [
     "PHASES",
     "RESULTS_SCHEMA_VERSION",
     "ResultRow",
+    "conform_table",
     "normalize_row",
     "read_results",
     "read_rows",
     "row_identity",
     "rows_to_parquet",
+    "rows_to_table",
+    "table_to_frame",
+    "table_to_parquet",
 ]
