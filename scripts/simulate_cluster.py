@@ -49,7 +49,7 @@ from typing import Any
 from dataspace.limits import Limits
 from dataspace.runs.expected import PAPER_LATENCY, expected_durations, longest_first
 from dataspace.runs.spec import AgentSpec
-from dataspace.runs.turns import in_flight
+from dataspace.runs.turns import in_flight, suggested_prestart
 
 #: (mean, P90) agent latency in seconds per backbone, the paper's Table (agent-protocol.md).
 BACKBONES = PAPER_LATENCY
@@ -270,7 +270,7 @@ def simulate(attempts: list[Attempt], sc: Scenario, *, prepull: float = 0.0) -> 
         else:
             push(t + a.latency + sc.teardown, "agent_done", a)
 
-    flight = in_flight(sc.slots, None) if sc.turns else sc.slots
+    flight = in_flight(sc.slots, suggested_prestart(sc.slots)) if sc.turns else sc.slots
     for _ in range(min(flight, len(queue))):
         push(prepull, "slot", None)
     finished = 0
@@ -594,7 +594,7 @@ def main(argv: list[str] | None = None) -> int:
         "ratio: the run's makespan over the ideal; with a pre-pull DaemonSet the run starts "
         "once every schedulable node lists the image, after the slowest node's pull "
         "('pre-pull', shown apart and added in the last column); prepared ahead with turns: "
-        f"{in_flight(64, None) - 64} sandboxes at 64-way"
+        f"{in_flight(64, suggested_prestart(64)) - 64} sandboxes at 64-way (prestart: 8)"
     )
     results = {label: results[label, "after"] for label, _ in scenarios}
     base = results[scenarios[0][0]]

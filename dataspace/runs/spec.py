@@ -14,7 +14,7 @@ how much to run at once. Example::
     limits: {model_turns: 60, tool_actions: 50, wall_seconds: 1800, command_timeout: 180}
     sandbox: {backend: local, cpus: 4, memory: 16g, pids: 256, tmp: 2g}
     concurrency: 2                     # agents running at once
-    # prestart: 1                      # sandboxes prepared ahead (default: 1 per 8)
+    # prestart: 8                      # sandboxes prepared ahead (opt-in; default 0)
     attempts: 1
 
 Limits and resources left out take the official baseline's values (``dataspace.limits``,

@@ -30,7 +30,8 @@ from typing import Any
 
 logger = logging.getLogger(__name__)
 
-#: turns per sandbox prepared ahead when the spec sets no ``prestart``
+#: turns per sandbox prepared ahead that ``scripts/simulate_cluster.py`` uses (and
+#: ``docs/cluster.md`` suggests) for a cluster; the default is none (the paper's loop)
 TURNS_PER_PRESTART = 8
 #: seconds a ready sandbox may wait for its turn before it is closed and made again later
 TURN_WAIT_LIMIT = 60.0
@@ -39,20 +40,30 @@ TURN_LEASE_GRACE = 900.0
 
 
 def prestart_for(concurrency: int, prestart: int | None) -> int:
-    """Sandboxes prepared ahead of a free turn: ``prestart``, else one per 8 turns.
+    """Sandboxes prepared ahead of a free turn: ``prestart``, by default none.
+
+    Preparing sandboxes ahead is opt-in: the default is the paper's loop, each attempt
+    making its sandbox in its own place (:func:`suggested_prestart` is the cluster figure).
 
     >>> prestart_for(64, None), prestart_for(2, None), prestart_for(64, 0), prestart_for(4, 3)
-    (8, 1, 0, 3)
+    (0, 0, 0, 3)
     """
-    if prestart is not None:
-        return prestart
+    return prestart if prestart is not None else 0
+
+
+def suggested_prestart(concurrency: int) -> int:
+    """One sandbox prepared ahead per 8 turns: what the simulator measures on a cluster.
+
+    >>> suggested_prestart(64), suggested_prestart(2)
+    (8, 1)
+    """
     return math.ceil(concurrency / TURNS_PER_PRESTART)
 
 
 def in_flight(concurrency: int, prestart: int | None) -> int:
     """Attempts the controller keeps in flight: the turns plus the sandboxes prepared ahead.
 
-    >>> in_flight(64, None), in_flight(2, 0)
+    >>> in_flight(64, 8), in_flight(2, None)
     (72, 2)
     """
     return concurrency + prestart_for(concurrency, prestart)
@@ -62,16 +73,16 @@ def describe_turns(concurrency: int, prestart: int | None) -> str:
     """One line for preflight: agents at once and sandboxes prepared ahead.
 
     >>> describe_turns(64, None)
-    '64 agents at once; 8 sandboxes prepared ahead (1 per 8 turns; spec key prestart)'
-    >>> describe_turns(2, 0)
-    '2 agents at once; no sandbox prepared ahead (prestart: 0)'
+    '64 agents at once; no sandbox prepared ahead (spec key prestart, e.g. 8 on a cluster)'
+    >>> describe_turns(2, 1)
+    '2 agents at once; 1 sandbox prepared ahead (prestart)'
     """
     ahead = prestart_for(concurrency, prestart)
     head = f"{concurrency} agents at once; "
     if not ahead:
-        return head + "no sandbox prepared ahead (prestart: 0)"
-    why = f"1 per {TURNS_PER_PRESTART} turns; spec key prestart" if prestart is None else "prestart"
-    return head + f"{ahead} sandbox{'es' if ahead > 1 else ''} prepared ahead ({why})"
+        hint = suggested_prestart(concurrency)
+        return head + f"no sandbox prepared ahead (spec key prestart, e.g. {hint} on a cluster)"
+    return head + f"{ahead} sandbox{'es' if ahead > 1 else ''} prepared ahead (prestart)"
 
 
 def turns_key(run_id: str) -> str:

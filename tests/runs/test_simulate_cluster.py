@@ -60,7 +60,7 @@ def test_one_slot_before_holds_its_place_through_start_and_teardown(sim):
 def test_one_slot_after_prepares_the_next_sandbox_and_hands_the_turn_on_at_agent_end(sim):
     """After: the second sandbox starts beside the first agent; only the last teardown shows."""
     sc = sim.Scenario(slots=1, staging="shared", teardown=1.0, turns=True)
-    assert dataspace.runs.turns.in_flight(1, None) == 2
+    assert dataspace.runs.turns.in_flight(1, dataspace.runs.turns.suggested_prestart(1)) == 2
     out = sim.simulate(_attempts(sim, [10.0, 10.0], 2.0), sc)
     assert out.makespan == pytest.approx(2.0 + 10.0 + 10.0 + 1.0)
 
