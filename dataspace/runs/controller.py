@@ -57,6 +57,7 @@ from dataspace.errors import (
     DataSpaceError,
     InfrastructureError,
     NotFoundError,
+    SandboxError,
     SpecChangedError,
 )
 from dataspace.release import Release
@@ -349,7 +350,8 @@ def _execute_leased(
             keys_from=keys_from or KEYS_FROM_SHELL,
         )
         report.raise_for_problems(f"run {spec.run_id}")
-    if pending:  # a failed join or start is on screen before anything is recorded
+    if pending:  # a failed wait, join or start is on screen before anything is recorded
+        wait_for_sandboxes(spec, emit)
         _connect_ray(spec, ray_init or {})
     if not recorded:
         _record_spec(store, layout, spec, identity)
@@ -407,6 +409,28 @@ def _execute_leased(
         preflight=report,
         swept=swept,
     )
+
+
+def wait_for_sandboxes(spec: RunSpec, emit: ProgressFn) -> None:
+    """Wait, as the backend says, until the run's sandboxes can start without delay.
+
+    On a cluster: until every node that may run a sandbox holds the runtime image. What it
+    waits for is shown as ``preflight`` lines (``sandbox.<part>``).
+
+    Raises:
+        InfrastructureError: ``sandbox_not_ready``, the wait ran out (nothing was run or
+            recorded; a rerun starts over).
+    """
+    from dataspace.runs.preflight import sandbox_request
+    from dataspace.sandbox import get_backend
+
+    backend = get_backend(spec.sandbox.backend, **dict(spec.sandbox.options))
+    try:
+        backend.wait_ready(
+            sandbox_request(spec), lambda check: emit({"event": "preflight", "check": check})
+        )
+    except SandboxError as exc:
+        raise InfrastructureError(f"run {spec.run_id}: {exc}", code="sandbox_not_ready") from exc
 
 
 def sweep_run(spec: RunSpec) -> int:
