@@ -38,8 +38,8 @@ CONTROLLER_PATH_ANNOTATION = "dataspace.io/controller-path"
 RESOLVE_SECONDS = 60.0
 """How long one process keeps the choice before asking the cluster again."""
 STREAM_FIX = (
-    f'label a ReadOnlyMany claim of the sandbox namespace {CLAIM_LABEL}="true" '
-    "(k8s/base/workspace-volume.yaml) or name one in sandbox.options.workspace_volume"
+    "for a shared volume, apply k8s/base/workspace-volume.yaml or name a claim in "
+    "sandbox.options.workspace_volume"
 )
 
 
@@ -178,8 +178,7 @@ def _ask(opts: KubernetesOptions, wanted: str, api: KubeApi) -> Staging:
         return Staging(
             volume=None,
             cache_dir=opts.workspace_cache_dir,
-            note=f"no claim of {ns} is labelled {CLAIM_LABEL}=true; for a shared volume, "
-            + STREAM_FIX,
+            note=f"no claim of {ns} is labelled {CLAIM_LABEL}=true; {STREAM_FIX}",
         )
     if len(names) > 1:
         return Staging(
