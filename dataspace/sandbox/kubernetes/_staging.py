@@ -12,8 +12,9 @@ Pods have no network, so the controller writes each workspace into a cache folde
 
 ``workspace_volume: auto`` (the default) takes the volume when the cluster offers one: the
 claim of the sandbox namespace labelled ``dataspace.io/workspace-cache: "true"``
-(``k8s/base/workspace-volume.yaml``), provided the controller sees the same storage at
-its ``dataspace.io/controller-path`` annotation (or ``workspace_cache_dir``). Otherwise it
+(``k8s/base/workspace-volume.yaml``), once it is Bound and provided the controller sees the
+same storage at its ``dataspace.io/controller-path`` annotation (or ``workspace_cache_dir``)
+as a folder. Otherwise it
 streams, and preflight's ``sandbox.staging`` line says why. The choice is read once a
 minute per process (one list call), not per attempt.
 """
@@ -189,6 +190,15 @@ def _ask(opts: KubernetesOptions, wanted: str, api: KubeApi) -> Staging:
             warning=True,
         )
     claim = next(c for c in claims if c["metadata"]["name"] == names[0])
+    phase = (claim.get("status") or {}).get("phase") or "Pending"
+    if phase != "Bound":
+        return Staging(
+            volume=None,
+            cache_dir=opts.workspace_cache_dir,
+            note=f"claim {names[0]} is labelled {CLAIM_LABEL}=true but is {phase}, not "
+            "Bound (its PersistentVolume dataspace-workspaces is missing? see k8s/README.md)",
+            warning=True,
+        )
     path = _controller_path(claim) or opts.workspace_cache_dir
     if not path or not os.path.isdir(path):
         return Staging(
