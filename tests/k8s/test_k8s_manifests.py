@@ -27,14 +27,14 @@ from dataspace.runs.spec import parse_spec  # noqa: E402
 from dataspace.sandbox.base import Limits  # noqa: E402
 from dataspace.sandbox.kubernetes import KubernetesOptions  # noqa: E402
 from dataspace.sandbox.kubernetes._exec import helper_argv  # noqa: E402
-from dataspace.sandbox.kubernetes._staging import CLAIM_LABEL, claim_volume  # noqa: E402
-from dataspace.testing.fake_k8s_policy import ApiPolicy, pod_security_violations  # noqa: E402
 from dataspace.sandbox.kubernetes._pod import (  # noqa: E402
     PodTemplate,
     StreamedWorkspace,
     VolumeWorkspace,
     pod_manifest,
 )
+from dataspace.sandbox.kubernetes._staging import CLAIM_LABEL, claim_volume  # noqa: E402
+from dataspace.testing.fake_k8s_policy import ApiPolicy, pod_security_violations  # noqa: E402
 
 K8S_VERSION = "1.32.0"
 K8S = Path(__file__).resolve().parents[2] / "k8s"
