@@ -32,8 +32,10 @@ containers first (SIGTERM to PID 1, or SIGKILL for an OOM; execs end with 137) a
 the end into the pod's status ``status_delay`` seconds later, the containers' end before
 the phase; it evicts pods whose emptyDirs or ephemeral storage exceed their limits (measured
 every ``eviction_interval``), schedules by requests on one node (``node_allocatable``),
-leaves pods with missing claims Pending and, with ``user_namespaces=False``, pods with
-``hostUsers: false`` ContainerCreating (Warning events only), gives containers memory
+lists the images of the pods it ran in its node's status (``node_gets_image`` scripts a pull
+ending on any node), serves claims with their labels and annotations (``add_claim``),
+counts every exec's bytes (``exec_log``), leaves pods with missing claims Pending and, with
+``user_namespaces=False``, pods with ``hostUsers: false`` ContainerCreating (Warning events only), gives containers memory
 cgroups of their limits (as root), and injects ``KUBERNETES_SERVICE_HOST`` and its siblings
 into every container (docs/cluster.md, "What the loopback fake models").
 

@@ -26,18 +26,23 @@ kubelet's ``podPidsLimit`` where the cluster sets it).
 reach the store) makes each workspace available in a cache folder it can write
 (``staging.py``): a local folder is used in place or copied once (keyed by its
 listing), a store URI such as ``s3://...`` is downloaded once (keyed by URI). Three ways
-into the pod, by ``workspace_volume``:
+into the pod, by ``workspace_volume`` (``_staging.py``):
 
-* a shared ReadWriteMany volume (e.g. ``nfs``) that the controllers mount at
-  ``workspace_cache_dir``: when the release itself lives there (``ray_jobs.run`` syncs a
-  store release into it once), the pod mounts its task's ``context`` folder read-only by
-  ``subPath`` and nothing is copied at all; the whole benchmark crosses the network once;
+* a shared volume that the controllers also mount: by default (``auto``) the claim of the
+  sandbox namespace labelled ``dataspace.io/workspace-cache: "true"``, or a named claim, or
+  a volume source (e.g. ``nfs``): when the release itself lives there (``ray_jobs.run``
+  syncs a store release into it once), the pod mounts its task's ``context`` folder
+  read-only by ``subPath`` and nothing is copied at all; the whole benchmark crosses the
+  network once;
 * a node-local ``hostPath`` cache: the controller fills it once per workspace and node, and
   pods are pinned to the controller's node (``NODE_NAME``);
-* none (the default, for any cluster and the restricted Pod Security level): the controller
+* streamed (``auto`` without such a claim, or ``stream``; any cluster): the controller
   streams a tar of the cached folder over exec into an ``emptyDir`` held by a staging init
   container; the sandbox container then mounts that folder read-only. The store is read
   once per controller node, the API server carries the tar per attempt.
+
+**Cold pulls.** ``wait_ready`` (the contract's wait before fan-out) reads the nodes until
+every schedulable one holds the runtime image, bounded by ``image_wait`` (``_prepull.py``).
 
 **Concurrency.** Creation and deletion each have their own limit (``max_pending``,
 ``max_deleting``). A creation slot is held from the API call until the pod is ready or has
