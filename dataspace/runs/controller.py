@@ -17,8 +17,10 @@ sandbox is ready and hands it on as soon as its agent ends, so no place of the r
 through a sandbox's start-up or teardown.
 
 Order: the spec is checked against the recorded one (read only), then preflight runs
-(``dataspace.runs.preflight``) when attempts are pending; only then is the spec recorded
-and Ray started, so a bad spec leaves nothing behind.
+(``dataspace.runs.preflight``) when attempts are pending, then the run waits until its
+sandboxes can start without delay (the backend's ``wait_ready``: on a cluster, the runtime
+image on every node); only then is the spec recorded and Ray started, so a bad spec or a
+cluster that never got ready leaves nothing behind.
 
 Faults: a worker that dies (kill -9, node lost, out of memory) or an attempt that raises
 ``InfrastructureError`` is recorded under ``infra/try_<k>.json`` and resubmitted, up to
@@ -424,7 +426,11 @@ def wait_for_sandboxes(spec: RunSpec, emit: ProgressFn) -> None:
     from dataspace.runs.preflight import sandbox_request
     from dataspace.sandbox import get_backend
 
-    backend = get_backend(spec.sandbox.backend, **dict(spec.sandbox.options))
+    try:
+        backend = get_backend(spec.sandbox.backend, **dict(spec.sandbox.options))
+    except DataSpaceError as exc:  # preflight names it; without preflight, the attempts do
+        logger.warning("run %s: no sandbox backend to wait for: %s", spec.run_id, exc)
+        return
     try:
         backend.wait_ready(
             sandbox_request(spec), lambda check: emit({"event": "preflight", "check": check})
