@@ -144,5 +144,9 @@ def test_a_run_whose_nodes_never_get_the_image_stops_with_one_line_and_exit_1(
         f"preflight warn sandbox.prepull: waiting for 1 of 2 schedulable nodes to hold {IMAGE}"
         in p.stdout
     )
+    assert (
+        "preflight ok   sandbox.staging: streamed through the API server, once per attempt (no "
+        f"claim of {NAMESPACE} is labelled dataspace.io/workspace-cache=true;" in p.stdout
+    )
     assert fake.created_total == 0  # no attempt's pod (the image was on a node: no one-off)
     assert not (store / "runs" / "r1" / "spec.json").exists()  # nothing recorded

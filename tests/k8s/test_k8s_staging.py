@@ -29,7 +29,7 @@ from dataspace.runs.attempt import AttemptRequest, run_attempt
 from dataspace.runs.layout import RunLayout
 from dataspace.runs.spec import AgentSpec, Limits, SandboxConfig
 from dataspace.sandbox.base import Limits as SandboxLimits
-from dataspace.sandbox.base import SandboxSpec
+from dataspace.sandbox.base import PreflightRequest, SandboxSpec
 from dataspace.sandbox.kubernetes import BASE_PATH, register
 from dataspace.sandbox.kubernetes._staging import CLAIM_LABEL, CONTROLLER_PATH_ANNOTATION
 from dataspace.store import open_store
@@ -148,6 +148,13 @@ def test_the_agent_sees_the_same_workspace_from_the_volume_read_only(
             "persistentVolumeClaim": {"claimName": CLAIM, "readOnly": True},
         }
     assert mounted == streamed == _host_listing(workspace)
+    staging = next(c for c in backend.preflight(PreflightRequest(limits=limits))
+                   if c.key == "sandbox.staging")  # fmt: skip
+    assert staging.line() == (
+        f"ok   sandbox.staging: volume pvc/{CLAIM} (read-only), written once per workspace by "
+        f"the controller at {tmp_path / 'shared'} (the claim labelled {CLAIM_LABEL}=true); "
+        "nothing is streamed through the API server"
+    )
 
 
 def test_without_a_claim_or_with_stream_the_workspace_is_streamed(
