@@ -17,8 +17,10 @@ sandbox is ready and hands it on as soon as its agent ends, so no place of the r
 through a sandbox's start-up or teardown.
 
 Order: the spec is checked against the recorded one (read only), then preflight runs
-(``dataspace.runs.preflight``) when attempts are pending; only then is the spec recorded
-and Ray started, so a bad spec leaves nothing behind.
+(``dataspace.runs.preflight``) when attempts are pending, then the run waits until its
+sandboxes can start without delay (the backend's ``wait_ready``: on a cluster, the runtime
+image on every node); only then is the spec recorded and Ray started, so a bad spec or a
+cluster that never got ready leaves nothing behind.
 
 Faults: a worker that dies (kill -9, node lost, out of memory) or an attempt that raises
 ``InfrastructureError`` is recorded under ``infra/try_<k>.json`` and resubmitted, up to
@@ -354,7 +356,8 @@ def _execute_leased(
             keys_from=keys_from or KEYS_FROM_SHELL,
         )
         report.raise_for_problems(f"run {spec.run_id}")
-    if pending:  # a failed join or start is on screen before anything is recorded
+    if pending:  # a failed wait, join or start is on screen before anything is recorded
+        wait_for_sandboxes(spec, emit)
         _connect_ray(spec, ray_init or {})
     if not recorded:
         _record_spec(store, layout, spec, identity)
@@ -412,6 +415,32 @@ def _execute_leased(
         preflight=report,
         swept=swept,
     )
+
+
+def wait_for_sandboxes(spec: RunSpec, emit: ProgressFn) -> None:
+    """Wait, as the backend says, until the run's sandboxes can start without delay.
+
+    On a cluster: until every node that may run a sandbox holds the runtime image. What it
+    waits for is shown as ``preflight`` lines (``sandbox.<part>``).
+
+    Raises:
+        InfrastructureError: ``sandbox_not_ready``, the wait ran out (nothing was run or
+            recorded; a rerun starts over).
+    """
+    from dataspace.runs.preflight import sandbox_request
+    from dataspace.sandbox import get_backend
+
+    try:
+        backend = get_backend(spec.sandbox.backend, **dict(spec.sandbox.options))
+    except DataSpaceError as exc:  # preflight names it; without preflight, the attempts do
+        logger.warning("run %s: no sandbox backend to wait for: %s", spec.run_id, exc)
+        return
+    try:
+        backend.wait_ready(
+            sandbox_request(spec), lambda check: emit({"event": "preflight", "check": check})
+        )
+    except SandboxError as exc:
+        raise InfrastructureError(f"run {spec.run_id}: {exc}", code="sandbox_not_ready") from exc
 
 
 def sweep_run(spec: RunSpec) -> int:

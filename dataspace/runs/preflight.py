@@ -34,7 +34,7 @@ from dataspace.checks import Check, one_line, timed
 from dataspace.errors import ConfigError, DataSpaceError
 from dataspace.llm.models import ModelSpec
 from dataspace.runs.spec import RunSpec
-from dataspace.sandbox import DEFAULT_BACKEND, RuntimeChange, backend_class
+from dataspace.sandbox import DEFAULT_BACKEND, PreflightRequest, RuntimeChange, backend_class
 
 logger = logging.getLogger(__name__)
 
@@ -451,8 +451,7 @@ def _harnesses_from_host(spec: RunSpec) -> bool:
 
 def _check_sandbox(spec: RunSpec) -> list[Check]:
     """The backend's own checks of what the run will meet, then its checks of this host."""
-    from dataspace.agents.native.install import PINS
-    from dataspace.sandbox import PreflightRequest, get_backend
+    from dataspace.sandbox import get_backend
 
     sb = spec.sandbox
     t0 = time.monotonic()
@@ -467,18 +466,24 @@ def _check_sandbox(spec: RunSpec) -> list[Check]:
         elapsed = time.monotonic() - t0
         checks = [Check(key="sandbox", ok=False, message=one_line(str(exc)), seconds=elapsed)]
     else:
-        request = PreflightRequest(
-            image=sb.image,
-            limits=spec.limits.for_sandbox(),
-            labels={
-                "run": spec.run_id,
-                "agent": spec.agents[0].name if spec.agents else "preflight",
-            },
-            relay=any(a.harness in PINS for a in spec.agents),
-            distributed=bool(spec.ray_address),
-        )
-        checks = backend.preflight(request)
+        checks = backend.preflight(sandbox_request(spec))
     return checks + cls.host_checks(dict(sb.options))
+
+
+def sandbox_request(spec: RunSpec) -> PreflightRequest:
+    """What the run asks of its sandbox backend (its preflight and its wait before fan-out)."""
+    from dataspace.agents.native.install import PINS
+
+    return PreflightRequest(
+        image=spec.sandbox.image,
+        limits=spec.limits.for_sandbox(),
+        labels={
+            "run": spec.run_id,
+            "agent": spec.agents[0].name if spec.agents else "preflight",
+        },
+        relay=any(a.harness in PINS for a in spec.agents),
+        distributed=bool(spec.ray_address),
+    )
 
 
 def _check_store(spec: RunSpec) -> str:

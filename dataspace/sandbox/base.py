@@ -39,6 +39,12 @@ The backend class (:class:`SandboxBackend`):
   will meet (a :class:`PreflightRequest` says what the run asks); the first is keyed
   ``sandbox`` (is the backend ready at all), others ``sandbox.<part>``. Never raises for
   a failed check. Default: one passing ``sandbox`` check.
+* ``wait_ready(request, progress)`` -> waits, bounded, until the run's sandboxes can
+  start without delay (e.g. every node that may run one holds the runtime image); the
+  controller calls it once before fanning attempts out. It shows what it waits for as
+  :class:`~dataspace.checks.Check` records keyed ``sandbox.<part>`` through ``progress``
+  and raises ``SandboxError`` (one line: what is missing, the fix) when the wait runs out.
+  Default: returns at once.
 * ``host_checks(options)`` (classmethod) -> checks of this host for the backend without
   a run spec (``dataspace doctor``), made even when the backend cannot be created (that
   is what they explain). Default: none.
@@ -70,7 +76,7 @@ import math
 import threading
 import time
 from abc import ABC, abstractmethod
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, ClassVar, Literal, NamedTuple
@@ -470,6 +476,18 @@ class SandboxBackend(ABC):
         ``sandbox.<part>``. Never raises for a failed check.
         """
         return [Check(key="sandbox", ok=True, message=f"{self.name} backend ready")]
+
+    def wait_ready(self, request: PreflightRequest, progress: Callable[[Check], None]) -> None:
+        """Wait until the run's sandboxes can start without delay; default: at once.
+
+        Called by the controller once before it fans attempts out. ``progress`` gets a
+        :class:`Check` keyed ``sandbox.<part>`` for what is awaited (shown as it goes) and
+        one when the wait is over.
+
+        Raises:
+            SandboxError: the wait ran out (the message names what is missing and the fix).
+        """
+        return None
 
     @classmethod
     def host_checks(cls, options: Mapping[str, Any]) -> list[Check]:

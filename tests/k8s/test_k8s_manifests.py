@@ -33,6 +33,8 @@ from dataspace.sandbox.kubernetes._pod import (  # noqa: E402
     VolumeWorkspace,
     pod_manifest,
 )
+from dataspace.sandbox.kubernetes._staging import CLAIM_LABEL, claim_volume  # noqa: E402
+from dataspace.testing.fake_k8s.policy import ApiPolicy, pod_security_violations  # noqa: E402
 
 K8S_VERSION = "1.32.0"
 K8S = Path(__file__).resolve().parents[2] / "k8s"
@@ -229,11 +231,22 @@ def test_the_run_spec_of_each_deployment_is_valid_and_its_pods_validate(overlay:
         helper_argv=helper_argv(),
         image_pull_policy=options.image_pull_policy,
     )
-    if options.workspace_volume is None:
+    docs = render(overlay)
+    claims = [
+        d
+        for d in docs
+        if d["kind"] == "PersistentVolumeClaim"
+        and d["metadata"]["namespace"] == options.namespace
+        and (d["metadata"].get("labels") or {}).get(CLAIM_LABEL) == "true"
+    ]
+    volume: Any = options.workspace_volume
+    if volume == "auto" and claims:  # what the backend finds in the cluster
+        volume = claim_volume(claims[0]["metadata"]["name"])
+    if volume in (None, "auto", "stream"):
         workspace: Any = StreamedWorkspace(size_bytes=74 * 1024**2)
     else:
         workspace = VolumeWorkspace(
-            volume=options.workspace_volume,
+            volume=volume if isinstance(volume, dict) else claim_volume(volume),
             sub_path="ws/abc",
             node="node-1" if options.pin_to_node else None,
         )
@@ -249,6 +262,34 @@ def test_the_run_spec_of_each_deployment_is_valid_and_its_pods_validate(overlay:
     validate(pod, f"{overlay} sandbox pod")
     main = pod["spec"]["containers"][0]["resources"]
     assert main["requests"] == main["limits"]
+    # the namespace's Pod Security level and the admission policy admit it
+    policy = ApiPolicy.from_manifests(docs, user=None)
+    level = policy.labels(options.namespace)["pod-security.kubernetes.io/enforce"]
+    assert level == "restricted" and pod_security_violations(pod, level) == []
+    assert policy.admission.refusal(pod, policy.labels(options.namespace)) is None
+
+
+def test_the_large_overlays_workspace_claim_is_bound_to_the_nfs_export_read_only() -> None:
+    """Guards the default staging of the large overlay: the claim, its volume, the quota."""
+    docs = render("overlays/large")
+    claim = next(d for d in docs if d["kind"] == "PersistentVolumeClaim"
+                 and d["metadata"]["namespace"] == "dataspace-sandboxes")  # fmt: skip
+    volume = next(d for d in docs if d["kind"] == "PersistentVolume")
+    assert claim["metadata"]["labels"][CLAIM_LABEL] == "true"
+    assert claim["spec"]["volumeName"] == volume["metadata"]["name"]
+    assert volume["spec"]["claimRef"] == {
+        "namespace": "dataspace-sandboxes",
+        "name": claim["metadata"]["name"],
+    }
+    assert claim["spec"]["accessModes"] == volume["spec"]["accessModes"] == ["ReadOnlyMany"]
+    ray = next(d for d in docs if d["kind"] == "RayCluster")
+    head = ray["spec"]["headGroupSpec"]["template"]["spec"]
+    data = next(v for v in head["volumes"] if v["name"] == "data")
+    mount = next(m for m in head["containers"][0]["volumeMounts"] if m["name"] == "data")
+    assert {k: v for k, v in volume["spec"]["nfs"].items() if k != "readOnly"} == data["nfs"]
+    assert claim["metadata"]["annotations"]["dataspace.io/controller-path"] == mount["mountPath"]
+    quota = next(d for d in docs if d["kind"] == "ResourceQuota")
+    assert quota["spec"]["hard"]["persistentvolumeclaims"] == "1"
 
 
 LIMITS = Limits(
@@ -465,4 +506,8 @@ def test_preflight_reads_only_what_it_needs() -> None:
     ]
     role = next(d for d in docs if d["kind"] == "Role")
     grants = {(r, v) for rule in role["rules"] for r in rule["resources"] for v in rule["verbs"]}
-    assert {("namespaces", "get"), ("persistentvolumeclaims", "get")} <= grants
+    assert {
+        ("namespaces", "get"),
+        ("persistentvolumeclaims", "get"),
+        ("persistentvolumeclaims", "list"),  # the workspace claim, found by its label
+    } <= grants

@@ -123,12 +123,12 @@ def test_nodes_without_the_image_are_named_with_the_pre_pull_fix(
     ]
     cluster.policy.nodes[-1]["spec"]["unschedulable"] = True
     code, lines = doctor(cluster, tmp_path)
-    assert code == 0, lines  # a warning: attempts there wait for the pull, the run works
+    assert code == 0, lines  # a warning: the run waits for the pre-pull, then works
     assert line(lines, "sandbox.image") == (
-        f"warn sandbox.image: {IMAGE} is on 2 of 3 schedulable nodes, not on node-3: an "
-        "attempt placed there waits for the pull; pre-pull it on every node (kubectl apply "
-        "-f k8s/base/prepull-daemonset.yaml, then kubectl -n dataspace rollout status "
-        "daemonset/runtime-prepull)"
+        f"warn sandbox.image: {IMAGE} is on 2 of 3 schedulable nodes, not on node-3: a run "
+        "waits up to 600 s (image_wait) for them before its first attempt; pre-pull it on "
+        "every node (kubectl apply -f k8s/base/prepull-daemonset.yaml, then kubectl -n "
+        "dataspace rollout status daemonset/runtime-prepull)"
     ), lines
     assert cluster.created_total == 0
 

@@ -307,6 +307,16 @@ class KubeApi:
             namespace,
         )
 
+    def list_claims(self, namespace: str, label_selector: str) -> list[dict[str, Any]]:
+        """The PersistentVolumeClaims of a namespace matching the selector."""
+        body = self.call(
+            f"list persistentvolumeclaims in {namespace}",
+            self.core.list_namespaced_persistent_volume_claim,
+            namespace,
+            label_selector=label_selector,
+        )
+        return list(body.get("items") or [])
+
     def list_nodes(self) -> list[dict[str, Any]]:
         """Every Node of the cluster."""
         return list(self.call("list nodes", self.core.list_node).get("items") or [])

@@ -67,10 +67,15 @@ class KubernetesOptions:
         max_pending: pods being created at once (held until Ready).
         max_deleting: pod deletions in flight at once.
         slots: ``auto`` (cluster-wide inside Ray, else per process), ``ray`` or ``thread``.
-        workspace_volume: a volume source the pods mount the workspace cache from; None
-            streams a tar over exec instead.
-        workspace_cache_dir: where the controller sees that volume (or, for streaming,
-            its local cache folder).
+        workspace_volume: how workspaces reach pods (``_staging.py``): ``auto`` (the
+            default: the claim of the sandbox namespace labelled
+            ``dataspace.io/workspace-cache: "true"`` when there is one and the controller
+            sees its folder, else streamed), the name of a PersistentVolumeClaim there
+            (mounted read-only), a volume source (``{"nfs": {...}}``, ``{"hostPath":
+            {...}}``), or ``stream`` (a tar over exec through the API server; also None).
+        workspace_cache_dir: where the controller sees that volume (for a claim, unless its
+            ``dataspace.io/controller-path`` annotation says), or, for streaming, its local
+            cache folder.
         pin_to_node: schedule pods on the controller's node (default: with ``hostPath``).
         node_name: the controller's node (default: ``$NODE_NAME``).
         uid: the sandbox user; None picks one per pod (so ``RLIMIT_NPROC`` is per pod).
@@ -87,6 +92,10 @@ class KubernetesOptions:
             attempt fails with ``quota``.
         preflight_pull_timeout: seconds preflight's one-off pod may take to pull an image
             no node holds yet.
+        image_wait: seconds a run waits, before its first attempt, until every schedulable
+            node lists the runtime image (pulled by the pre-pull DaemonSet); past it the
+            run stops with the nodes still without it. 0: attempts start at once.
+        image_poll: seconds between reads of the nodes while waiting.
         max_output_bytes: stdout and stderr kept per command.
         host_users: ``False`` gives each pod its own user namespace (``hostUsers: false``,
             Kubernetes 1.33+ or the ``UserNamespacesSupport`` gate); None leaves the
@@ -124,7 +133,7 @@ class KubernetesOptions:
     max_pending: int = 16
     max_deleting: int = 16
     slots: str = "auto"
-    workspace_volume: Mapping[str, Any] | None = None
+    workspace_volume: Mapping[str, Any] | str | None = "auto"
     workspace_cache_dir: str | None = None
     pin_to_node: bool | None = None
     node_name: str | None = None
@@ -142,6 +151,8 @@ class KubernetesOptions:
     api_retry_window: float = 120.0
     quota_timeout: float = 6 * 3600.0
     preflight_pull_timeout: float = 120.0
+    image_wait: float = 600.0
+    image_poll: float = 5.0
     max_output_bytes: int = 8 * 1024**2
     host_users: bool | None = None
     seccomp_profile: str | None = None
@@ -175,11 +186,19 @@ class KubernetesOptions:
                 f"relay_ports must be distinct ports (a list, or a range like "
                 f'"20100-20131"), got {ports!r}'
             )
-        if self.workspace_volume is not None and not self.workspace_cache_dir:
+        volume = self.workspace_volume
+        if isinstance(volume, Mapping) and not self.workspace_cache_dir:
             raise ValueError(
                 "workspace_volume needs workspace_cache_dir (where the "
                 "controller mounts the same volume)"
             )
+        if not (volume is None or isinstance(volume, (str, Mapping))) or volume == "":
+            raise ValueError(
+                "workspace_volume must be auto, stream, the name of a claim in the sandbox "
+                f"namespace or a volume source, got {volume!r}"
+            )
+        if self.image_wait < 0 or self.image_poll <= 0:
+            raise ValueError("image_wait must not be negative and image_poll must be positive")
 
     @classmethod
     def from_options(cls, options: Mapping[str, Any]) -> KubernetesOptions:

@@ -102,6 +102,11 @@ def cluster_checks(
     image = manifest["spec"]["containers"][0]["image"]
     holders = [n["metadata"]["name"] for n in nodes if _holds(n, image)]
     missing = [n["metadata"]["name"] for n in nodes if not _holds(n, image)]
+    placed = (
+        f"a run waits up to {opts.image_wait:g} s (image_wait) for them before its first attempt"
+        if opts.image_wait > 0
+        else "an attempt placed there waits for the pull"
+    )
     if holders and not missing:
         out.append(
             ClusterCheck(
@@ -117,7 +122,7 @@ def cluster_checks(
                 ok=True,
                 warning=True,
                 message=f"{image} is on {len(holders)} of {len(nodes)} schedulable nodes, not "
-                f"on {_some(missing)}: an attempt placed there waits for the pull; {PREPULL_FIX}",
+                f"on {_some(missing)}: {placed}; {PREPULL_FIX}",
             )
         )
     else:

@@ -26,18 +26,23 @@ kubelet's ``podPidsLimit`` where the cluster sets it).
 reach the store) makes each workspace available in a cache folder it can write
 (``staging.py``): a local folder is used in place or copied once (keyed by its
 listing), a store URI such as ``s3://...`` is downloaded once (keyed by URI). Three ways
-into the pod, by ``workspace_volume``:
+into the pod, by ``workspace_volume`` (``_staging.py``):
 
-* a shared ReadWriteMany volume (e.g. ``nfs``) that the controllers mount at
-  ``workspace_cache_dir``: when the release itself lives there (``ray_jobs.run`` syncs a
-  store release into it once), the pod mounts its task's ``context`` folder read-only by
-  ``subPath`` and nothing is copied at all; the whole benchmark crosses the network once;
+* a shared volume that the controllers also mount: by default (``auto``) the claim of the
+  sandbox namespace labelled ``dataspace.io/workspace-cache: "true"``, or a named claim, or
+  a volume source (e.g. ``nfs``): when the release itself lives there (``ray_jobs.run``
+  syncs a store release into it once), the pod mounts its task's ``context`` folder
+  read-only by ``subPath`` and nothing is copied at all; the whole benchmark crosses the
+  network once;
 * a node-local ``hostPath`` cache: the controller fills it once per workspace and node, and
   pods are pinned to the controller's node (``NODE_NAME``);
-* none (the default, for any cluster and the restricted Pod Security level): the controller
+* streamed (``auto`` without such a claim, or ``stream``; any cluster): the controller
   streams a tar of the cached folder over exec into an ``emptyDir`` held by a staging init
   container; the sandbox container then mounts that folder read-only. The store is read
   once per controller node, the API server carries the tar per attempt.
+
+**Cold pulls.** ``wait_ready`` (the contract's wait before fan-out) reads the nodes until
+every schedulable one holds the runtime image, bounded by ``image_wait`` (``_prepull.py``).
 
 **Concurrency.** Creation and deletion each have their own limit (``max_pending``,
 ``max_deleting``). A creation slot is held from the API call until the pod is ready or has
@@ -90,7 +95,7 @@ import random
 import secrets
 import socket
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -146,7 +151,9 @@ from dataspace.sandbox.kubernetes._pod import (
     selector,
 )
 from dataspace.sandbox.kubernetes._preflight import ClusterCheck, cluster_checks
+from dataspace.sandbox.kubernetes._prepull import wait_for_image
 from dataspace.sandbox.kubernetes._slots import Slots, SlotTimeoutError, default_slots
+from dataspace.sandbox.kubernetes._staging import Staging, resolve_staging
 from dataspace.sandbox.staging import CachedWorkspace, WorkspaceCache, extract_outputs
 from dataspace.store.retry import backoff_delay
 
@@ -198,9 +205,18 @@ class KubernetesBackend(SandboxBackend):
             self._slots = default_slots(self.options.slots)
         return self._slots
 
-    def cache(self) -> WorkspaceCache:
-        """The workspace cache this backend stages through."""
-        root = self.options.workspace_cache_dir or os.path.join(
+    def staging(self) -> Staging:
+        """How workspaces reach this backend's pods (``_staging.resolve_staging``).
+
+        Raises:
+            ConfigError: a named claim whose folder on the controller is not known.
+        """
+        return resolve_staging(self.options, self._preflight_api)
+
+    def cache(self, staging: Staging | None = None) -> WorkspaceCache:
+        """The workspace cache this backend stages through (on the volume for a volume)."""
+        staging = staging or self.staging()
+        root = staging.cache_dir or os.path.join(
             os.path.expanduser("~"), ".cache", "dataspace", "k8s-workspaces"
         )
         return WorkspaceCache(root)
@@ -245,22 +261,32 @@ class KubernetesBackend(SandboxBackend):
         schedulable node or a one-off pod pulls it; the requests fit a node. API calls
         get ``api_retries`` tries, without the run's retry window.
         """
+        try:
+            manifest = self._probe_manifest(image=image, limits=limits, labels=labels)
+        except ConfigError as exc:
+            return [ClusterCheck(key="pod", ok=False, message=str(exc))]
+        return cluster_checks(self._preflight_api(), self.options, manifest)
+
+    def _probe_manifest(
+        self, *, image: str | None, limits: Limits, labels: Mapping[str, str]
+    ) -> dict[str, Any]:
+        """The pod an attempt of the run creates (a stand-in workspace of 1 MiB).
+
+        Raises:
+            ConfigError: the pod cannot be made from the options.
+        """
         opts = self.options
         sandbox_id = secrets.token_hex(6)
         labels = {**labels, "task": "preflight"}
-        try:
-            manifest = pod_manifest(
-                template=self.pod_template(opts.uid if opts.uid is not None else UID_BASE),
-                name=pod_name(labels, sandbox_id),
-                sandbox_id=sandbox_id,
-                labels=labels,
-                limits=limits,
-                workspace=workspace_mount(opts, size_bytes=1024**2, sub_path=""),
-                image=image,
-            )
-        except ConfigError as exc:
-            return [ClusterCheck(key="pod", ok=False, message=str(exc))]
-        return cluster_checks(self._preflight_api(), opts, manifest)
+        return pod_manifest(
+            template=self.pod_template(opts.uid if opts.uid is not None else UID_BASE),
+            name=pod_name(labels, sandbox_id),
+            sandbox_id=sandbox_id,
+            labels=labels,
+            limits=limits,
+            workspace=workspace_mount(opts, self.staging(), size_bytes=1024**2, sub_path=""),
+            image=image,
+        )
 
     def describe(self) -> str:
         """The namespace of this backend's pods."""
@@ -269,13 +295,15 @@ class KubernetesBackend(SandboxBackend):
     def preflight(self, request: PreflightRequest) -> list[Check]:
         """The cluster answers; what an attempt's pod will meet; where relays are dialled.
 
-        ``sandbox`` (one API call), then, when it passed, ``sandbox.namespace``,
-        ``sandbox.pod``, ``sandbox.volume``, ``sandbox.image`` and ``sandbox.resources``
-        (:meth:`preflight_checks`), then ``sandbox.options.relay_address`` for a run with
-        native harnesses.
+        ``sandbox`` (one API call), then, when it passed, ``sandbox.staging`` (how
+        workspaces reach pods: a volume, or streamed through the API server),
+        ``sandbox.namespace``, ``sandbox.pod``, ``sandbox.volume``, ``sandbox.image`` and
+        ``sandbox.resources`` (:meth:`preflight_checks`), then
+        ``sandbox.options.relay_address`` for a run with native harnesses.
         """
         checks = [timed("sandbox", lambda: f"{self.name} backend: {self.check_cluster()}")]
         if checks[0].ok:
+            checks.append(self._staging_check())
             checks += self._pod_checks(request)
         if request.relay:
             checks.append(self._relay_check(request))
@@ -300,6 +328,47 @@ class KubernetesBackend(SandboxBackend):
             )
             for c in found
         ]
+
+    def _staging_check(self) -> Check:
+        """``sandbox.staging``: a volume the pods mount, or streamed through the API server."""
+
+        def describe() -> tuple[str, bool]:
+            staging = self.staging()
+            return staging.describe(), staging.warning
+
+        return timed("sandbox.staging", describe)
+
+    def wait_ready(self, request: PreflightRequest, progress: Callable[[Check], None]) -> None:
+        """Wait, up to ``image_wait`` seconds, until every schedulable node holds the image.
+
+        See ``_prepull.py``: the pre-pull DaemonSet pulls it, this waits for it, so no
+        attempt's pod starts on a node still pulling. Lines are ``sandbox.prepull``.
+
+        Raises:
+            SandboxError: nodes still lack the image after ``image_wait`` seconds.
+        """
+        opts = self.options
+        manifest = self._probe_manifest(
+            image=request.image, limits=request.limits, labels=request.labels
+        )
+
+        def show(found: ClusterCheck) -> None:
+            progress(
+                Check(
+                    key=f"sandbox.{found.key}",
+                    ok=found.ok,
+                    warning=found.warning,
+                    message=one_line(found.message),
+                )
+            )
+
+        wait_for_image(
+            self._preflight_api(),
+            manifest,
+            timeout=opts.image_wait,
+            poll=opts.image_poll,
+            progress=show,
+        )
 
     def _relay_check(self, request: PreflightRequest) -> Check:
         """Where native-harness pods reach this controller's relays."""
@@ -401,6 +470,7 @@ class KubernetesSandbox(Sandbox):
         self._pending_cause: PendingCause | None = None
         self._pending_seen: dict[tuple[str, str], float] = {}
         started = time.monotonic()
+        self._staging = backend.staging()
         self._workspace = self._stage_local(spec.workspace)
         self._timings["cache"] = self._workspace.seconds
         template = backend.pod_template(self._uid)
@@ -452,8 +522,8 @@ class KubernetesSandbox(Sandbox):
         }
 
     def _stage_local(self, workspace: Path | str) -> CachedWorkspace:
-        cache = self._backend.cache()
-        streaming = self._opts.workspace_volume is None
+        cache = self._backend.cache(self._staging)
+        streaming = self._staging.volume is None
         try:
             return cache.fetch(workspace, copy_local=not streaming)
         except SandboxError as exc:
@@ -465,7 +535,9 @@ class KubernetesSandbox(Sandbox):
 
     def _workspace_mount(self) -> VolumeWorkspace | StreamedWorkspace:
         ws = self._workspace
-        return workspace_mount(self._opts, size_bytes=ws.size_bytes, sub_path=ws.sub_path)
+        return workspace_mount(
+            self._opts, self._staging, size_bytes=ws.size_bytes, sub_path=ws.sub_path
+        )
 
     def _start(self) -> None:
         opts = self._opts
@@ -477,7 +549,7 @@ class KubernetesSandbox(Sandbox):
         end = t0 + opts.ready_timeout + self._timings.get("quota_wait", 0.0)
         rv = (created.get("metadata") or {}).get("resourceVersion")
         state = classify_pod(created)
-        staged = opts.workspace_volume is None
+        staged = self._staging.volume is None
         while True:
             wanted = ("stageable", "ready") if staged else ("ready",)
             if state.kind not in wanted and not state.terminal:
@@ -694,7 +766,7 @@ class KubernetesSandbox(Sandbox):
             )
 
     def _stream_workspace(self) -> None:
-        tar = self._backend.cache().tar_path(self._workspace)
+        tar = self._backend.cache(self._staging).tar_path(self._workspace)
         size = tar.stat().st_size
         try:
             reply = self._helper(
@@ -1016,7 +1088,8 @@ class KubernetesSandbox(Sandbox):
             ),
             **({} if self._relay is None else {"relay": dict(self._relay)}),
             "staging": {
-                "mode": "stream" if self._opts.workspace_volume is None else "volume",
+                "mode": self._staging.mode,
+                **({"volume": self._staging.source} if self._staging.volume is not None else {}),
                 "cache_key": ws.key,
                 "cache_hit": ws.cache_hit,
                 "fetched_bytes": ws.fetched_bytes,
@@ -1049,25 +1122,26 @@ class KubernetesSandbox(Sandbox):
 
 
 def workspace_mount(
-    opts: KubernetesOptions, *, size_bytes: int, sub_path: str
+    opts: KubernetesOptions, staging: Staging, *, size_bytes: int, sub_path: str
 ) -> VolumeWorkspace | StreamedWorkspace:
     """How a pod of this backend mounts a workspace of ``size_bytes`` (cached at ``sub_path``).
 
     Raises:
         ConfigError: pods must be pinned to the controller's node, which is not known.
     """
-    if opts.workspace_volume is None:
+    volume = staging.volume
+    if volume is None:
         return StreamedWorkspace(size_bytes=size_bytes, stage_timeout=opts.stage_timeout)
     pin = opts.pin_to_node
     if pin is None:
-        pin = "hostPath" in opts.workspace_volume
+        pin = "hostPath" in volume
     node = (opts.node_name or os.environ.get("NODE_NAME")) if pin else None
     if pin and not node:
         raise ConfigError(
             "kubernetes sandbox backend: pin_to_node needs node_name or "
             "$NODE_NAME (the controller's node, from the downward API)"
         )
-    return VolumeWorkspace(volume=opts.workspace_volume, sub_path=sub_path, node=node)
+    return VolumeWorkspace(volume=volume, sub_path=sub_path, node=node)
 
 
 def register() -> None:

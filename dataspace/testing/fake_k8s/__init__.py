@@ -9,7 +9,11 @@
 * ``DELETE /api/v1/namespaces/{ns}/pods/{name}``          delete
 * ``GET    /api/v1/namespaces/{ns}/events?fieldSelector=involvedObject.name=``  events
 * ``GET    /api/v1/namespaces/{ns}/pods/{name}/exec``     exec (websocket, channel
-  protocols v5 and v4)
+  protocols v5 and v4; every exec's bytes each way in ``exec_log``)
+* ``GET    /api/v1/namespaces/{ns}/persistentvolumeclaims[/{name}]``  claims, with
+  labels and annotations (``add_claim``), backed by folders shared with the pods
+* ``GET    /api/v1/nodes``  the node, listing the images of the pods it ran
+  (``node_gets_image`` scripts a pull that ends later)
 
 Behind the API sits a small kubelet: containers run their real commands on this host, and
 exec runs real processes with the pod's volumes at the paths the pod spec mounts them

@@ -144,8 +144,17 @@ class ApiHandler(BaseHTTPRequestHandler):
         self.api.serve_request(self, "DELETE")
 
 
-def pump(handler: ApiHandler, proc: subprocess.Popen[bytes], proto: str) -> None:
-    """Shuttle exec channels between the websocket and the process until it ends."""
+def pump(
+    handler: ApiHandler,
+    proc: subprocess.Popen[bytes],
+    proto: str,
+    record: dict[str, Any] | None = None,
+) -> None:
+    """Shuttle exec channels between the websocket and the process until it ends.
+
+    ``record`` counts the bytes each way (``stdin_bytes``, ``output_bytes``).
+    """
+    record = record if record is not None else {"stdin_bytes": 0, "output_bytes": 0}
     sock = handler.connection
     rfile = handler.rfile
     send_lock = threading.Lock()
@@ -174,6 +183,7 @@ def pump(handler: ApiHandler, proc: subprocess.Popen[bytes], proto: str) -> None
                         if proc.stdin:
                             proc.stdin.close()
                     elif channel == 0 and proc.stdin and data:
+                        record["stdin_bytes"] += len(data)
                         proc.stdin.write(data)
                         proc.stdin.flush()
         except (OSError, ValueError):
@@ -191,6 +201,7 @@ def pump(handler: ApiHandler, proc: subprocess.Popen[bytes], proto: str) -> None
                     if not data:
                         sel.unregister(key.fileobj)
                         continue
+                    record["output_bytes"] += len(data)
                     send(2, bytes([key.data]) + data)
             code = proc.wait()
             if code < 0:  # killed by a signal: the runtime reports 128 + the signal

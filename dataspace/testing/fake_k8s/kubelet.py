@@ -8,7 +8,8 @@ containers (``containers.ContainerRuntime``); it kills a pod's containers first 
 to PID 1, or SIGKILL for an OOM; execs end with 137) and writes the end into the pod's
 status ``status_delay`` seconds later, the containers' end before the phase; it evicts
 pods whose emptyDirs or ephemeral storage exceed their limits (measured every
-``eviction_interval``) and ends pods at their ``activeDeadlineSeconds``.
+``eviction_interval``) and ends pods at their ``activeDeadlineSeconds``; the images of the
+pods it runs are listed in its node's status (``hold_image``, set by the API server).
 
 The scripted ``Behaviour`` of a pod plays the rest of what clusters do to pods: image
 pull failure, Pending for ever, OOM kill or node-pressure eviction while the n-th exec
@@ -24,7 +25,7 @@ import signal
 import subprocess
 import threading
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -71,6 +72,8 @@ class Kubelet:
         self.user_namespaces = user_namespaces
         self.status_delay = status_delay
         self.eviction_interval = eviction_interval
+        # node name, images -> None: the API server lists them in the node's status
+        self.hold_image: Callable[[str, list[str]], None] = lambda _node, _images: None
 
     def start(self, pod: Pod) -> None:
         """Take a newly created pod through its life, in a thread of its own."""
@@ -145,6 +148,9 @@ class Kubelet:
                 pod, "can't set `spec.hostUsers: false`, runtime does not support user namespaces"
             )
             return
+        spec = pod.obj["spec"]
+        self.hold_image(NODE, [c["image"] for c in spec.get("initContainers") or []]
+                        + [c["image"] for c in spec["containers"]])  # fmt: skip
         self._deadline_timer(pod)
         for init in pod.obj["spec"].get("initContainers") or []:
             proc = self.containers.start_container(pod, init)

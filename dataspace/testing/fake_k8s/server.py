@@ -63,7 +63,10 @@ class FakeKubernetes:
 
     Args:
         runtime: ``chroot`` (root only), ``host`` or ``auto`` (chroot when possible).
-        claims: PersistentVolumeClaim name -> host folder, for pods that mount claims.
+        claims: PersistentVolumeClaim name -> host folder, for pods that mount claims
+            (in any namespace); the folder is shared between the test's controller side
+            and the pods, as a ReadWriteMany volume or a node's ``hostPath`` would be.
+            ``add_claim`` also gives a claim labels and annotations.
         page_size: the largest page the list endpoint returns (to exercise pagination).
         image_binds: host folders every container also sees, read-only, at the same path
             (standing in for what an image ships, e.g. a Python environment).
@@ -103,6 +106,9 @@ class FakeKubernetes:
             raise RuntimeError("the fake's pod network needs the chroot runtime (root, unshare)")
         self.network = network
         self.claims = {k: Path(v) for k, v in (claims or {}).items()}
+        self.claim_meta: dict[str, dict[str, Any]] = {}
+        self.exec_log: list[dict[str, Any]] = []
+        self.image_arrivals: dict[tuple[str, str], float] = {}
         self.page_size = page_size
         self.image_binds = tuple(image_binds)
         self._dir = Path(tempfile.mkdtemp(prefix="ds-fake-k8s-"))
@@ -139,6 +145,7 @@ class FakeKubernetes:
         self.policy = ApiPolicy(
             nodes=[node(NODE, cpu=allocatable["cpu"], memory=allocatable["memory"])]
         )
+        self.kubelet.hold_image = self._hold_image
         self._outage = Outage()
 
     # ---- lifecycle ----------------------------------------------------------------------
@@ -232,6 +239,49 @@ class FakeKubernetes:
         """
         with self._store.cond:
             self._store.faults.append(Fault(method.upper(), contains, status, count, after_effect))
+
+    def add_claim(
+        self,
+        name: str,
+        folder: Path,
+        *,
+        labels: Mapping[str, str] | None = None,
+        annotations: Mapping[str, str] | None = None,
+    ) -> None:
+        """A bound PersistentVolumeClaim backed by ``folder``, with labels and annotations."""
+        with self._store.cond:
+            self.claims[name] = Path(folder)
+            self.claim_meta[name] = {
+                "labels": dict(labels or {}),
+                "annotations": dict(annotations or {}),
+            }
+
+    def node_gets_image(self, node_name: str, image: str, after: float) -> None:
+        """The node lists ``image`` in its status ``after`` seconds from now (a pull ends).
+
+        ``image_arrivals[(node_name, image)]`` is the ``time.monotonic()`` of that moment.
+        """
+
+        def arrive() -> None:
+            time.sleep(after)
+            self._hold_image(node_name, [image])
+
+        threading.Thread(target=arrive, name="fake-k8s-pull", daemon=True).start()
+
+    def _hold_image(self, node_name: str, images: list[str]) -> None:
+        """Add images to a node's status, as the kubelet reports pulled images."""
+        with self.policy.lock:
+            for obj in self.policy.nodes:
+                if obj["metadata"]["name"] != node_name:
+                    continue
+                held = obj["status"].setdefault("images", [])
+                names = {n for entry in held for n in entry.get("names") or []}
+                for image in images:
+                    if image not in names:
+                        held.append({"names": [image], "sizeBytes": 100 * 1024**2})
+                        names.add(image)
+            for image in images:
+                self.image_arrivals.setdefault((node_name, image), time.monotonic())
 
     @property
     def created_total(self) -> int:
@@ -419,7 +469,8 @@ class FakeKubernetes:
         dry_run = "All" in (query.get("dryRun") or [])
         if refused is None and parts[:3] == ["api", "v1", "nodes"] and len(parts) == 3:
             self.calls["list nodes"] += 1
-            items = copy.deepcopy(policy.nodes)
+            with policy.lock:
+                items = copy.deepcopy(policy.nodes)
             handler.reply(
                 200, {"kind": "NodeList", "apiVersion": "v1", "metadata": {}, "items": items}
             )
@@ -438,13 +489,19 @@ class FakeKubernetes:
             self.calls[f"{verbs[-1]} {resource}"] += 1
             handler.reply(*refused)
             return True
+        if resource == "persistentvolumeclaims" and method == "GET" and ns and not name:
+            self.calls["list persistentvolumeclaims"] += 1
+            want = parse_selector((query.get("labelSelector") or [""])[0])
+            items = [self._claim(n, ns) for n in sorted(self.claims)]
+            items = [c for c in items if all(c["metadata"]["labels"].get(k) == v
+                                             for k, v in want.items())]  # fmt: skip
+            handler.reply(200, {"kind": "PersistentVolumeClaimList", "apiVersion": "v1",
+                                "metadata": {}, "items": items})  # fmt: skip
+            return True
         if resource == "persistentvolumeclaims" and method == "GET" and name and ns:
             self.calls["get persistentvolumeclaims"] += 1
             if name in self.claims:
-                claim = {"kind": "PersistentVolumeClaim", "apiVersion": "v1",
-                         "metadata": {"name": name, "namespace": ns},
-                         "status": {"phase": "Bound"}}  # fmt: skip
-                handler.reply(200, claim)
+                handler.reply(200, self._claim(name, ns))
             else:
                 handler.reply(
                     404, status(404, "NotFound", f'persistentvolumeclaims "{name}" not found')
@@ -505,6 +562,20 @@ class FakeKubernetes:
             handler.reply(code, obj)
             return True
         return False
+
+    def _claim(self, name: str, ns: str) -> dict[str, Any]:
+        meta = self.claim_meta.get(name) or {}
+        return {
+            "kind": "PersistentVolumeClaim",
+            "apiVersion": "v1",
+            "metadata": {
+                "name": name,
+                "namespace": ns,
+                "labels": dict(meta.get("labels") or {}),
+                "annotations": dict(meta.get("annotations") or {}),
+            },
+            "status": {"phase": "Bound"},
+        }
 
     def _dry_run_pod(self, ns: str, body: dict[str, Any]) -> tuple[int, dict[str, Any]]:
         """What a create with ``dryRun=All`` answers: the pod as it would be, not kept."""
@@ -585,8 +656,11 @@ class FakeKubernetes:
             pod.sockets.append(handler.connection)
         if trigger:
             threading.Thread(target=self.kubelet.trigger, args=(pod, trigger), daemon=True).start()
+        record = {"pod": name, "container": cname, "stdin_bytes": 0, "output_bytes": 0}
+        with self._store.cond:
+            self.exec_log.append(record)
         try:
-            pump(handler, proc, proto)
+            pump(handler, proc, proto, record)
         finally:
             kill_group(proc)
             with self._store.cond:
