@@ -216,8 +216,11 @@ def test_close_leaves_no_container(make: MakeSandbox, docker_backend: DockerBack
     sandbox = make()
     sandbox.exec("sleep 600 > /dev/null 2>&1 &")
     top = [docker_backend.docker, "top", sandbox.id, "-o", "pid,comm"]
-    shown = subprocess.run(top, capture_output=True, text=True, check=True).stdout
-    assert shown.split().count("sleep") == 2  # the keeper and the one left behind
+
+    def sleeping() -> int:
+        return subprocess.run(top, capture_output=True, text=True).stdout.split().count("sleep")
+
+    assert wait_until(lambda: sleeping() == 2)  # the keeper and the one left behind
     sandbox.close()
     listed = subprocess.run(
         [docker_backend.docker, "ps", "--all", "--quiet", "--filter", f"{'name'}={sandbox.id}"],

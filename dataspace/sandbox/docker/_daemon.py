@@ -195,15 +195,16 @@ kill_since() {
 }
 counters
 oom0=$oom refused0=$refused
-(read -r -t "$limit" -u 4 _) > /dev/null &
+timed_out=0
+trap 'timed_out=1' USR1
+wrapper=$$
+(read -r -t "$limit" -u 4 _; kill -USR1 "$wrapper") > /dev/null &
 timer=$!
 "$@" 2>&3 3>&- 4<&- &
 command=$!
-wait -n -p ended "$command" "$timer"
+wait "$command"
 code=$?
-timed_out=0
-if [[ $ended == "$timer" ]]; then
-  timed_out=1
+if ((timed_out)); then
   kill_since
 else
   kill -9 "$timer" 2>/dev/null
@@ -220,7 +221,8 @@ exit "$code"
 """The bash wrapper of every command: ``bash -c RUN_WRAPPER dsx-run LIMIT TOKEN ARGV...``.
 
 Its stdin is a pipe the controller holds open and never writes: the wrapper's timer is a
-``read`` of it with a timeout (a subshell, so no ``sleep`` process shows in the container).
+``read`` of it with a timeout in a subshell (so no ``sleep`` process shows in the
+container), which then signals the wrapper out of its ``wait``.
 It runs the command with stdin from ``/dev/null``; at the limit (or when the command's forks
 were refused by the pids limit) it kills, with builtins only (no fork, so a full pids
 limit cannot stop it), every process of the container started since the command began,
