@@ -166,6 +166,7 @@ class DockerSandbox(Sandbox):
         self.image = spec.image or backend.image
         self._relay = spec.relay_dir is not None
         self._timer: threading.Timer | None = None
+        self._stops = 0
         workspace = Path(spec.workspace).resolve()
         if not workspace.is_dir():
             raise SandboxError(f"sandbox {spec.workspace}: the workspace is not a folder")
@@ -286,6 +287,7 @@ class DockerSandbox(Sandbox):
         Raises:
             SandboxError: the daemon could not run the kill, or something survived it.
         """
+        self._stops += 1  # a command's wrapper killed meanwhile was stopped, not broken
         done = _daemon.exec_bytes(
             self._backend.docker, *self._exec_argv("bash", "-c", _daemon.KILL_ALL, "dsx-kill"),
             timeout=KILL_SECONDS,
@@ -304,6 +306,7 @@ class DockerSandbox(Sandbox):
         argv += [self.id, "bash", "-c", _daemon.RUN_WRAPPER, "dsx-run", f"{plan.limit:.3f}",
                  token, *plan.argv]  # fmt: skip
         started = time.monotonic()
+        stops = self._stops
         proc = subprocess.Popen(
             argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
             start_new_session=True,
@@ -337,6 +340,7 @@ class DockerSandbox(Sandbox):
         err.join(KILL_GRACE_SECONDS)
         report = _take_report(err, token)
         self._check_open()
+        stopped = stopped or (report is None and self._stops != stops)
         if report is None and not stopped:
             self._raise_if_broken(proc.returncode, bytes(err.data))
         elif stopped and not self.running():
