@@ -20,6 +20,7 @@ import subprocess
 import time
 import zlib
 from pathlib import Path
+from typing import Any
 
 from dataspace.errors import SandboxError
 
@@ -69,7 +70,7 @@ def call_bytes(
     return done.stdout
 
 
-def daemon_facts(docker: str) -> dict[str, object]:
+def daemon_facts(docker: str) -> dict[str, Any]:
     """The daemon's version, CPUs and memory (of the machine that runs the containers).
 
     Raises:
@@ -262,8 +263,10 @@ def helper_argv() -> tuple[str, ...]:
 def exec_bytes(
     docker: str, *args: str, stdin: bytes | None = None, timeout: float = CALL_TIMEOUT_SECONDS
 ) -> subprocess.CompletedProcess[bytes]:
-    """``docker exec ARGS``, run again while the container refuses to start it (its pids
-    limit is full: what is forking there may free a slot) for at most ``timeout`` seconds.
+    """``docker exec ARGS``, run again while the container refuses to start it.
+
+    A container refuses an exec while its pids limit is full; what is forking there may
+    free a slot, so the exec is tried again for at most ``timeout`` seconds.
 
     Raises:
         SandboxError: the client could not run, or the exec never started.
@@ -301,6 +304,6 @@ __all__ = [
     "controller_alive",
     "controller_identity",
     "daemon_facts",
-    "helper_argv",
     "exec_bytes",
+    "helper_argv",
 ]

@@ -14,6 +14,7 @@ Operations:
                  JSON line on stderr: entries seen, and what was skipped, why.
 """
 
+import contextlib
 import errno
 import json
 import os
@@ -39,7 +40,9 @@ def open_dir(name, fd):
         return os.open(name, _DIR, dir_fd=fd)
     except OSError as exc:
         if exc.errno in (errno.ELOOP, errno.ENOTDIR):
-            raise PermissionError(errno.EACCES, f"{name}: not a folder (links are not followed)")
+            raise PermissionError(
+                errno.EACCES, f"{name}: not a folder (links are not followed)"
+            ) from None
         raise
 
 
@@ -67,7 +70,7 @@ def open_file(name, dir_fd):
         fd = os.open(name, _FILE, dir_fd=dir_fd)
     except OSError as exc:
         if exc.errno == errno.ELOOP:
-            raise PermissionError(errno.EACCES, f"{name}: is a symbolic link")
+            raise PermissionError(errno.EACCES, f"{name}: is a symbolic link") from None
         raise
     mode = os.fstat(fd).st_mode
     if stat.S_ISREG(mode):
@@ -119,10 +122,8 @@ def op_write(args):
                 handle.write(data)
             os.rename(tmp, parts[-1], src_dir_fd=parent, dst_dir_fd=parent)
         except BaseException:
-            try:
+            with contextlib.suppress(OSError):
                 os.unlink(tmp, dir_fd=parent)
-            except OSError:
-                pass
             raise
     finally:
         os.close(parent)
@@ -154,7 +155,7 @@ class Collect:
         with os.scandir(fd) as scan:
             for entry in scan:
                 if self.entries_left <= 0:
-                    self.skip("/".join(rel + [entry.name]), "past the listing limit")
+                    self.skip("/".join([*rel, entry.name]), "past the listing limit")
                     self.listing_cut = True
                     break
                 self.entries_left -= 1
@@ -162,7 +163,7 @@ class Collect:
                 entries.append(entry)
         entries.sort(key=lambda e: e.name)
         for entry in entries:
-            shown = "/".join(rel + [entry.name])
+            shown = "/".join([*rel, entry.name])
             if entry.is_symlink():
                 self.skip(shown, "symbolic link")
             elif entry.is_dir(follow_symlinks=False):
@@ -172,7 +173,7 @@ class Collect:
                     self.skip(shown, "unreadable folder")
                     continue
                 try:
-                    self.walk(sub, rel + [entry.name])
+                    self.walk(sub, [*rel, entry.name])
                 finally:
                     os.close(sub)
             elif entry.is_file(follow_symlinks=False):

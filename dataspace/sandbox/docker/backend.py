@@ -99,8 +99,8 @@ class DockerBackend(SandboxBackend):
         self.docker = _daemon.client(docker)
         facts = _daemon.daemon_facts(self.docker)
         self.server = str(facts["version"])
-        self.daemon_cpus = int(facts["cpus"]) or os.cpu_count() or 1  # type: ignore[call-overload]
-        self.daemon_memory = int(facts["memory_bytes"])  # type: ignore[call-overload]
+        self.daemon_cpus = int(facts["cpus"]) or os.cpu_count() or 1
+        self.daemon_memory = int(facts["memory_bytes"])
         self.controller = _daemon.controller_identity()
         self._runtimes: dict[str, dict[str, Any]] = {}
         self._runtimes_lock = threading.Lock()
@@ -217,8 +217,10 @@ class DockerBackend(SandboxBackend):
 
         def daemon() -> str:
             facts = _daemon.daemon_facts(_daemon.client(docker))
-            return (f"Docker daemon {facts['version']} ({facts['os']}, {facts['cpus']} CPUs, "
-                    f"{format_size(int(facts['memory_bytes']))})")  # type: ignore[call-overload]
+            return (
+                f"Docker daemon {facts['version']} ({facts['os']}, {facts['cpus']} CPUs, "
+                f"{format_size(int(facts['memory_bytes']))})"
+            )
 
         def present() -> str:
             return f"{image} ({_image_id(_daemon.client(docker), image)[:19]})"

@@ -454,7 +454,9 @@ class DockerSandbox(Sandbox):
         return report.copied
 
     @staticmethod
-    def _take(tar: tarfile.TarFile, member: tarfile.TarInfo, dest: Path, report: CollectReport) -> None:
+    def _take(
+        tar: tarfile.TarFile, member: tarfile.TarInfo, dest: Path, report: CollectReport
+    ) -> None:
         """Write one regular file of the helper's tar under ``dest`` (names checked again)."""
         parts = PurePosixPath(member.name).parts
         if (not member.isreg() or not parts or member.name.startswith("/")
