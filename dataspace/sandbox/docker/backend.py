@@ -10,8 +10,10 @@ CPUs than asked gets a CFS quota of all of its own (``docker run`` refuses more)
 
 Native harnesses reach their relay through a Unix socket bound in (``relay_transport``
 ``socket``) and run the CLI installed on this host, bound read-only under ``/opt``, as in
-the local backend. The controller runs as root beside the daemon: it reads a container's
-output folder and processes through ``/proc``.
+the local backend. The controller talks to the daemon only (its client, ``docker``):
+a user who may use the daemon's socket needs no root, and nothing assumes the daemon's
+machine is this one, but for the folders bound in (the workspace, the relay's, a
+harness's), which the daemon must see at the same paths.
 """
 
 from __future__ import annotations
@@ -19,13 +21,14 @@ from __future__ import annotations
 import json
 import logging
 import os
+import threading
 from collections.abc import Mapping
 from typing import Any, ClassVar
 
 from dataspace.checks import Check, timed
 from dataspace.errors import ConfigError, SandboxError
 from dataspace.limits import format_size
-from dataspace.sandbox import _procfs
+from dataspace.sandbox import workbench
 from dataspace.sandbox.base import (
     PreflightRequest,
     RelayTransport,
@@ -34,14 +37,20 @@ from dataspace.sandbox.base import (
     SandboxSpec,
 )
 from dataspace.sandbox.docker import _daemon
-from dataspace.sandbox.docker.sandbox import CONTROLLER_LABEL, LABEL, LABEL_PREFIX, DockerSandbox
+from dataspace.sandbox.docker.sandbox import (
+    CONTROLLER_LABEL,
+    HOST_LABEL,
+    LABEL,
+    LABEL_PREFIX,
+    DockerSandbox,
+)
 
 logger = logging.getLogger(__name__)
 
 DEFAULT_IMAGE = "dataspace-workbench:1.0"
 """The runtime image ``scripts/dev.sh`` builds (the official baseline's image name)."""
 SANDBOX_UID = 65534
-_BUILD_HINT = "build it with 'scripts/dev.sh shell true' as root"
+_BUILD_HINT = "build it with 'scripts/dev.sh shell true' as root, or load it into the daemon"
 
 
 def _image_id(docker: str, image: str) -> str:
@@ -63,7 +72,7 @@ class DockerBackend(SandboxBackend):
         sweep: remove now the containers of controllers that are gone.
 
     Raises:
-        SandboxError: no client, no daemon, or the controller is not root.
+        SandboxError: no client, or no daemon this user may reach.
         ConfigError: a bad option.
     """
 
@@ -85,42 +94,59 @@ class DockerBackend(SandboxBackend):
                               f"{DEFAULT_IMAGE!r}")  # fmt: skip
         if not isinstance(uid, int) or uid <= 0:
             raise ConfigError(f"sandbox.options.uid: a positive uid, not {uid!r}")
-        if os.geteuid() != 0:
-            raise SandboxError(
-                "docker sandbox backend: the controller reads each container's output "
-                "folder through /proc and must run as root beside the daemon; run it as root"
-            )
         self.image = image
         self.uid = uid
         self.docker = _daemon.client(docker)
-        self.server = self._server_version()
-        pid = os.getpid()
-        self.controller = f"{pid}:{_procfs.start_time(pid)}"
+        facts = _daemon.daemon_facts(self.docker)
+        self.server = str(facts["version"])
+        self.daemon_cpus = int(facts["cpus"]) or os.cpu_count() or 1
+        self.daemon_memory = int(facts["memory_bytes"])
+        self.controller = _daemon.controller_identity()
+        self._runtimes: dict[str, dict[str, Any]] = {}
+        self._runtimes_lock = threading.Lock()
         if sweep:
             self.sweep()
 
-    def _server_version(self) -> str:
-        try:
-            return _daemon.call(self.docker, "version", "--format", "{{.Server.Version}}",
-                                timeout=30).strip()  # fmt: skip
-        except SandboxError as exc:
-            raise SandboxError(
-                f"docker sandbox backend: no Docker daemon answers ({exc}); start Debian's "
-                "dockerd (scripts/dev.sh does, as root)"
-            ) from None
-
     def cpus_for(self, cpus: float) -> float:
-        """The CPUs a container gets: as asked, at most this host's own."""
-        return min(float(cpus), float(os.cpu_count() or 1))
+        """The CPUs a container gets: as asked, at most the daemon's machine's own."""
+        return min(float(cpus), float(self.daemon_cpus))
+
+    def runtime_of(self, image_id: str, container: str) -> dict[str, Any]:
+        """The runtime identity of an image, read from its manifest in ``container`` once.
+
+        The container's root is the image's, read-only: every container of an image shows
+        the same manifest.
+
+        Raises:
+            SandboxError: the manifest cannot be read or is not one.
+        """
+        with self._runtimes_lock:
+            if image_id in self._runtimes:
+                return dict(self._runtimes[image_id])
+        done = _daemon.exec_bytes(self.docker, "--user", f"{self.uid}:{self.uid}", container,
+                                  "cat", workbench.MANIFEST_PATH, timeout=60)  # fmt: skip
+        if done.returncode != 0:
+            raise SandboxError(
+                f"docker sandbox backend: image {image_id[:19]} has no readable runtime "
+                f"manifest at {workbench.MANIFEST_PATH} "
+                f"({done.stderr.decode(errors='replace').strip()}); {_BUILD_HINT}"
+            )
+        try:
+            identity = workbench.manifest_identity(workbench.parse_manifest(done.stdout))
+        except ValueError as exc:
+            raise SandboxError(f"docker sandbox backend: image {image_id[:19]}: {exc}") from None
+        with self._runtimes_lock:
+            self._runtimes[image_id] = identity
+        return dict(identity)
 
     def enforced_by(self) -> dict[str, str]:
         """How each limit is enforced by this backend."""
         return {
             "memory_bytes": "docker --memory (cgroup memory limit, OOM kill), no swap",
             "pids": "docker --pids-limit (cgroup pids limit)",
-            "cpus": f"docker --cpus (cfs quota, at most this host's {os.cpu_count()})",
-            "wall_seconds": "controller timer stops every command at the deadline",
-            "command_timeout": "controller kills what the command started",
+            "cpus": f"docker --cpus (cfs quota, at most the daemon's {self.daemon_cpus})",
+            "wall_seconds": "controller timer kills every process of the sandbox user",
+            "command_timeout": "in-container wrapper kills what the command started",
             "output_bytes": "tmpfs size and collect budget",
             "tmp_bytes": "tmpfs size",
         }
@@ -146,8 +172,7 @@ class DockerBackend(SandboxBackend):
             )
             if any(found.get(LABEL_PREFIX + k) != v for k, v in (labels or {}).items()):
                 continue
-            pid, _, started = found.get(CONTROLLER_LABEL, "").partition(":")
-            if pid.isdigit() and started.isdigit() and _procfs.alive(int(pid), int(started)):
+            if _daemon.controller_alive(found.get(CONTROLLER_LABEL, ""), found.get(HOST_LABEL)):
                 continue
             logger.info("sweep: removing container %s of a dead controller", container[:12])
             try:
@@ -169,17 +194,17 @@ class DockerBackend(SandboxBackend):
 
         def resources() -> str | tuple[str, bool]:
             limits = request.limits
-            total = int(os.sysconf("SC_PAGE_SIZE")) * int(os.sysconf("SC_PHYS_PAGES"))
+            total = self.daemon_memory
             if total and limits.memory_bytes > total:
                 raise ConfigError(
-                    f"sandbox.memory: {format_size(limits.memory_bytes)} is more than this "
-                    f"machine's memory ({format_size(total)}); set sandbox.memory to at most "
-                    f"{total // 1024**3}g"
+                    f"sandbox.memory: {format_size(limits.memory_bytes)} is more than the "
+                    f"Docker daemon's machine has ({format_size(total)}); set sandbox.memory "
+                    f"to at most {total // 1024**3}g"
                 )
             cpus = self.cpus_for(limits.cpus)
             if cpus < limits.cpus:
-                return (f"sandbox.cpus {limits.cpus:g} asked, this host has {cpus:g}: each "
-                        f"container gets {cpus:g}", True)  # fmt: skip
+                return (f"sandbox.cpus {limits.cpus:g} asked, the Docker daemon's machine has "
+                        f"{cpus:g}: each container gets {cpus:g}", True)  # fmt: skip
             return f"{limits.cpus:g} CPUs, {format_size(limits.memory_bytes)} per container"
 
         return [timed("sandbox", ready), timed("sandbox.resources", resources)]
@@ -191,9 +216,11 @@ class DockerBackend(SandboxBackend):
         image = str(options.get("image") or DEFAULT_IMAGE)
 
         def daemon() -> str:
-            version = _daemon.call(_daemon.client(docker), "version", "--format",
-                                   "{{.Server.Version}}", timeout=30).strip()  # fmt: skip
-            return f"Docker daemon {version}"
+            facts = _daemon.daemon_facts(_daemon.client(docker))
+            return (
+                f"Docker daemon {facts['version']} ({facts['os']}, {facts['cpus']} CPUs, "
+                f"{format_size(int(facts['memory_bytes']))})"
+            )
 
         def present() -> str:
             return f"{image} ({_image_id(_daemon.client(docker), image)[:19]})"

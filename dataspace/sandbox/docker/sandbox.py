@@ -7,42 +7,54 @@ and memory limits, a size-limited tmpfs at ``/tmp``) and ours: a size-limited tm
 with no bound), the workspace bound read-only at ``/workspace``, the relay folder
 read-only at ``RELAY_DIR`` (``--network none`` keeps the loopback interface, so a
 forwarder inside can listen on 127.0.0.1), a harness's install read-only under ``/opt``,
-the environment of the official image and labels naming the controller (pid and start
-time) for ``sweep``. The container's PID 1 is Docker's init, which reaps orphans and runs
-``sleep infinity`` (the keeper); both run as root without a capability, so the sandbox
-user cannot signal them (a harness's ``kill -9 -1`` leaves the container up).
+the environment of the official image and labels naming the controller for ``sweep``.
+The container's PID 1 is Docker's init, which reaps orphans and runs ``sleep infinity``
+(the keeper); both run as root without a capability, so the sandbox user cannot signal
+them (a harness's ``kill -9 -1`` leaves the container up).
 
-**Exec.** ``docker exec --user 65534:65534`` with the command's folder and variables. At
-its limit the controller kills, from this host, every process of the container started
-since the command began (the keeper spared), so a daemon the command left behind dies
-too; OOM kills and refused forks are read from the container's cgroup counters.
+Everything after ``docker run`` goes through the daemon too: nothing is read from this
+host's ``/proc``, so the controller needs no root and may run on another kernel than the
+containers (Docker Desktop).
 
-**Files.** As the local backend: through a descriptor of ``/proc/<init>/root/output``
-opened once, one component at a time, no link followed (``_paths.OutputRoot``).
-``collect`` first stops every process but the init and the keeper.
+**Exec.** ``docker exec --user 65534:65534`` of the bash wrapper ``_daemon.RUN_WRAPPER``
+with the command's folder and variables. At its limit the wrapper kills, from inside,
+every process of the container started since the command began, a daemon the command
+left behind included; it reports OOM kills and refused forks from the container's own
+cgroup counters. Should the wrapper itself be gone at the limit (the command killed it)
+the controller kills every process of the sandbox user.
 
-**Deadline.** A timer stops every command at ``Limits.wall_seconds`` after the
-container is ready; later commands are refused by the base class.
+**Files.** ``docker exec`` of the file helper (``_inside.py``) as the sandbox user: every
+path walked from ``/output`` one component at a time, no link followed; ``collect``
+first kills every process of the sandbox user (the init and the keeper are root's), so
+nothing the agent left running can change what is collected, then streams a tar.
+
+**Deadline.** A timer stops every process of the sandbox user at ``Limits.wall_seconds``
+after the container is ready; later commands are refused by the base class.
 """
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
 import json
 import logging
 import os
 import secrets
-import signal
 import subprocess
+import tarfile
 import threading
 import time
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 from typing import TYPE_CHECKING, Any
 
 from dataspace.errors import SandboxError
-from dataspace.sandbox import _procfs, workbench
-from dataspace.sandbox._paths import OutputRoot
+from dataspace.sandbox import workbench
+from dataspace.sandbox._paths import (
+    _EXAMPLES,
+    MAX_COLLECT_ENTRIES,
+    MAX_COLLECT_FILES,
+    CollectReport,
+    output_parts,
+)
 from dataspace.sandbox.base import (
     OUTPUT_DIR,
     RELAY_DIR,
@@ -50,6 +62,7 @@ from dataspace.sandbox.base import (
     WORKSPACE_DIR,
     ExecPlan,
     ExecResult,
+    ExecStatus,
     Sandbox,
     SandboxSpec,
     exec_status,
@@ -65,24 +78,30 @@ LABEL = "org.dataspace.sandbox"
 """The label every container of the backend has (its sandbox id)."""
 CONTROLLER_LABEL = "org.dataspace.controller"
 """``<pid>:<start time>`` of the controller that made the container."""
+HOST_LABEL = "org.dataspace.controller-host"
+"""The host name of the controller that made the container."""
 LABEL_PREFIX = "org.dataspace.label."
 """Prefix of the spec's labels (run, agent, task, attempt) on the container."""
 CAPTURE_BYTES = 8 * 1024**2
 """Stdout and stderr each keep at most this much of a command's output."""
-KILL_GRACE_SECONDS = 2.0
-"""How long a killed command's client may take to return before it is killed too."""
+KILL_GRACE_SECONDS = 10.0
+"""How long past its limit a command's client may take before the controller kills."""
+KILL_SECONDS = 60.0
+"""How long the controller tries to start its kill in a container whose pids are full."""
 HOSTNAME = "sandbox"
 _SYSTEM_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
-_DAEMON_ERRORS = ("Error response from daemon:", "Error: No such container")
+_DAEMON_ERRORS = (b"Error response from daemon:", b"Error: No such container")
+_TAIL_BYTES = 4096
 
 
 class _Capture(threading.Thread):
-    """Reads a stream to its end, keeping the first ``CAPTURE_BYTES``."""
+    """Reads a stream to its end, keeping the first ``CAPTURE_BYTES`` and the last few."""
 
     def __init__(self, stream: Any) -> None:
         super().__init__(daemon=True)
         self.stream = stream
         self.data = bytearray()
+        self.tail = bytearray()
         self.dropped = 0
 
     def run(self) -> None:
@@ -91,10 +110,46 @@ class _Capture(threading.Thread):
             room = CAPTURE_BYTES - len(self.data)
             self.data += chunk[:room]
             self.dropped += max(0, len(chunk) - room)
+            if self.dropped:
+                self.tail = (self.tail + chunk)[-_TAIL_BYTES:]
 
     def text(self) -> str:
         text = self.data.decode("utf-8", errors="replace")
         return text + (f"\n[{self.dropped} more bytes not kept]" if self.dropped else "")
+
+
+@dataclasses.dataclass(frozen=True)
+class _Report:
+    """What the command wrapper appended to stderr (see ``_daemon.RUN_WRAPPER``)."""
+
+    timed_out: bool
+    exit_code: int
+    oom_hit: bool
+    pids_hit: bool
+
+
+def _take_report(capture: _Capture, token: str) -> _Report | None:
+    """Remove the wrapper's report from a stderr capture; None when there is none."""
+    marker = _daemon.TRAILER + token.encode() + b" "
+    buffer = capture.tail if capture.dropped else capture.data
+    at = buffer.rfind(marker)
+    if at < 0:
+        return None
+    end = buffer.find(b"\n", at)
+    fields = bytes(buffer[at + len(marker) : end if end >= 0 else len(buffer)]).split()
+    del buffer[at : end + 1 if end >= 0 else len(buffer)]
+    if capture.dropped:
+        capture.dropped = max(0, capture.dropped - (end + 1 - at if end >= 0 else 0))
+    try:
+        timed, code, oom0, oom, refused0, refused = (int(f) for f in fields)
+    except ValueError:
+        return None
+    return _Report(
+        timed_out=timed == 1,
+        exit_code=code,
+        oom_hit=oom0 >= 0 and oom > oom0,
+        pids_hit=refused0 >= 0 and refused > refused0,
+    )
 
 
 class DockerSandbox(Sandbox):
@@ -111,34 +166,18 @@ class DockerSandbox(Sandbox):
         self.labels = dict(spec.labels)
         self.image = spec.image or backend.image
         self._relay = spec.relay_dir is not None
-        self._files_lock = threading.Lock()
-        self._output: OutputRoot | None = None
-        self._output_fd: int | None = None
         self._timer: threading.Timer | None = None
-        self._running: dict[int, int] = {}
+        self._stops = 0
         workspace = Path(spec.workspace).resolve()
         if not workspace.is_dir():
-            raise SandboxError(f"sandbox workspace {spec.workspace}: not a folder")
+            raise SandboxError(f"sandbox {spec.workspace}: the workspace is not a folder")
         self.cpus = backend.cpus_for(self.limits.cpus)
         try:
-            self._init_pid, self._init_start = self._run(spec, workspace)
-            self._namespace = _procfs.pid_namespace(self._init_pid)
-            self._keeper = self._keeper_of(self._init_pid)
-            self._groups = _daemon.cgroup_files(self._init_pid)
-            root = f"/proc/{self._init_pid}/root"
-            self.runtime = workbench.manifest_identity(
-                workbench.parse_manifest(Path(root + workbench.MANIFEST_PATH).read_bytes())
-            )
-            flags = os.O_PATH | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
-            self._output_fd = os.open(root + OUTPUT_DIR, flags)
-        except (OSError, ValueError) as exc:
-            self._remove()
-            raise SandboxError(f"sandbox {self.id}: cannot read its container: {exc}") from exc
+            image_id = self._run(spec, workspace)
+            self.runtime = backend.runtime_of(image_id, self.id)
         except BaseException:
             self._remove()
             raise
-        uid = backend.uid
-        self._output = OutputRoot(fd=self._output_fd, owner=(uid, uid))
         self.start_clock()
         self._timer = threading.Timer(self.limits.wall_seconds, self._at_deadline)
         self._timer.daemon = True
@@ -170,7 +209,8 @@ class DockerSandbox(Sandbox):
                        f"uid={uid},gid={uid}",
             "--mount", f"type=bind,src={workspace},dst={WORKSPACE_DIR},readonly",
             "--label", f"{LABEL}={self.id}",
-            "--label", f"{CONTROLLER_LABEL}={backend.controller}",
+            "--label", f"{CONTROLLER_LABEL}={backend.controller[0]}",
+            "--label", f"{HOST_LABEL}={backend.controller[1]}",
         ]  # fmt: skip
         for key, value in self.labels.items():
             argv += ["--label", f"{LABEL_PREFIX}{key}={value}"]
@@ -188,35 +228,19 @@ class DockerSandbox(Sandbox):
             argv += ["--env", f"{key}={value}"]
         return [*argv, "--entrypoint", "sleep", self.image, "infinity"]
 
-    def _run(self, spec: SandboxSpec, workspace: Path) -> tuple[int, int]:
+    def _run(self, spec: SandboxSpec, workspace: Path) -> str:
+        """Start the container; the id of its image."""
         backend = self._backend
         _daemon.call(backend.docker, *self._run_argv(spec, workspace)[1:])
-        state = json.loads(
-            _daemon.call(backend.docker, "inspect", "--format", "{{json .State}}", self.id)
+        text = _daemon.call(
+            backend.docker, "inspect", "--format", "[{{json .State}},{{json .Image}}]", self.id
         )
-        pid = int(state.get("Pid") or 0)
-        started = _procfs.start_time(pid) if pid else None
-        if not state.get("Running") or started is None:
+        state, image_id = json.loads(text)
+        if not state.get("Running"):
             raise SandboxError(f"sandbox {self.id}: its container is not running ({state})")
-        return pid, started
-
-    @staticmethod
-    def _keeper_of(init: int) -> tuple[int, int] | None:
-        """The init's child that keeps the container alive (``sleep infinity``)."""
-        with contextlib.suppress(OSError, ValueError):
-            for task in os.listdir(f"/proc/{init}/task"):
-                children = Path(f"/proc/{init}/task/{task}/children").read_text().split()
-                for child in children:
-                    started = _procfs.start_time(int(child))
-                    if started is not None:
-                        return int(child), started
-        return None
+        return str(image_id)
 
     def _remove(self) -> None:
-        with self._files_lock:
-            if self._output_fd is not None:
-                os.close(self._output_fd)
-                self._output_fd = None
         try:
             _daemon.call(self._backend.docker, "rm", "--force", "--volumes", self.id)
         except SandboxError as exc:
@@ -233,117 +257,151 @@ class DockerSandbox(Sandbox):
         logger.debug("sandbox %s closed", self.id)
 
     def _at_deadline(self) -> None:
-        with contextlib.suppress(SandboxError):
+        try:
             if not self.closed:
                 self.stop_processes()
+        except SandboxError as exc:
+            if not self.closed:
+                logger.warning("sandbox %s: at the deadline: %s", self.id, exc)
+
+    def running(self) -> bool:
+        """Whether the daemon says the container runs."""
+        try:
+            state = _daemon.call(
+                self._backend.docker, "inspect", "--format", "{{.State.Running}}", self.id
+            )
+        except SandboxError:
+            return False
+        return state.strip() == "true"
 
     # -- commands --------------------------------------------------------------------
 
-    def _spared(self) -> set[int]:
-        spared = {self._init_pid}
-        if self._keeper is not None:
-            spared.add(self._keeper[0])
-        return spared
-
-    def _kill_since(self, since: int) -> None:
-        """Kill every process of the container started at or after ``since`` (ticks)."""
-        if self._namespace is None:
-            return
-        spared = self._spared()
-        for _ in range(200):  # what a fork loop makes meanwhile dies in a later round
-            members = _daemon.members(self._namespace)
-            found = [pid for pid, start in members if start >= since and pid not in spared]
-            if not found:
-                return
-            for pid in found:
-                with contextlib.suppress(ProcessLookupError):
-                    os.kill(pid, signal.SIGKILL)
-            time.sleep(0.005)
+    def _exec_argv(self, *argv: str, cwd: str = OUTPUT_DIR, stdin: bool = False) -> list[str]:
+        """The client's arguments after ``exec`` for ``argv`` as the sandbox user."""
+        uid = self._backend.uid
+        return [*(["--interactive"] if stdin else []), "--user", f"{uid}:{uid}",
+                "--workdir", cwd, self.id, *argv]  # fmt: skip
 
     def stop_processes(self) -> None:
-        """Kill every process of the container but its init and keeper."""
-        self._kill_since(0)
+        """Kill every process of the sandbox user (the init and the keeper are root's).
+
+        Raises:
+            SandboxError: the daemon could not run the kill, or something survived it.
+        """
+        self._stops += 1  # a command's wrapper killed meanwhile was stopped, not broken
+        done = _daemon.exec_bytes(
+            self._backend.docker, *self._exec_argv("bash", "-c", _daemon.KILL_ALL, "dsx-kill"),
+            timeout=KILL_SECONDS,
+        )  # fmt: skip
+        if done.returncode != 0:
+            why = done.stderr.decode(errors="replace").strip() or f"exit code {done.returncode}"
+            raise SandboxError(f"sandbox {self.id}: cannot stop its processes: {why}")
 
     def _exec(self, plan: ExecPlan) -> ExecResult:
-        backend = self._backend
-        argv = [backend.docker, "exec", "--user", f"{backend.uid}:{backend.uid}",
+        token = secrets.token_hex(8)
+        uid = self._backend.uid
+        argv = [self._backend.docker, "exec", "--interactive", "--user", f"{uid}:{uid}",
                 "--workdir", plan.cwd]  # fmt: skip
         for key, value in plan.env.items():
             argv += ["--env", f"{key}={value}"]
-        argv += [self.id, *plan.argv]
-        before = _daemon.limit_counters(self._groups)
-        since = _procfs.now_ticks()
+        argv += [self.id, "bash", "-c", _daemon.RUN_WRAPPER, "dsx-run", f"{plan.limit:.3f}",
+                 token, *plan.argv]  # fmt: skip
         started = time.monotonic()
+        stops = self._stops
         proc = subprocess.Popen(
-            argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+            argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
             start_new_session=True,
         )  # fmt: skip
+        # the wrapper's timer reads this pipe, which stays open and empty until the end
         out, err = _Capture(proc.stdout), _Capture(proc.stderr)
         out.start()
         err.start()
-        killed = False
+        stopped = False
         try:
-            proc.wait(timeout=plan.limit)
+            proc.wait(timeout=plan.limit + KILL_GRACE_SECONDS)
         except subprocess.TimeoutExpired:
-            killed = True
-            self._kill_since(since)
+            # the wrapper is gone (the command killed it) or its streams are held open
+            stopped = True
             try:
-                proc.wait(timeout=KILL_GRACE_SECONDS)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait()
+                self.stop_processes()
+            except SandboxError as exc:
+                logger.warning("%s", exc)
         finally:
+            if stopped:
+                try:
+                    proc.wait(timeout=KILL_GRACE_SECONDS)
+                except subprocess.TimeoutExpired:
+                    proc.kill()
             if proc.poll() is None:
                 proc.kill()
-                proc.wait()
+            proc.wait()
+            proc.stdin.close()  # type: ignore[union-attr]
         duration = time.monotonic() - started
         out.join(KILL_GRACE_SECONDS)
         err.join(KILL_GRACE_SECONDS)
-        stdout, stderr = out.text(), err.text()
-        after = _daemon.limit_counters(self._groups)
-        oom_hit, pids_hit = after[0] > before[0], after[1] > before[1]
-        if pids_hit and not killed:
-            self._kill_since(since)  # what it forked may still be forking
-        self._raise_if_broken(proc.returncode, stderr)
-        status = exec_status(
+        report = _take_report(err, token)
+        self._check_open()
+        stopped = stopped or (report is None and self._stops != stops)
+        if report is None and not stopped:
+            self._raise_if_broken(proc.returncode, bytes(err.data))
+        elif stopped and not self.running():
+            raise SandboxError(f"sandbox {self.id}: its container stopped")
+        killed = stopped or (report is not None and report.timed_out)
+        status: ExecStatus = exec_status(
             plan.kind,
             killed=killed,
             past_deadline=self.past_deadline(),
-            memory=oom_hit,
-            pids=pids_hit,
+            memory=report is not None and report.oom_hit,
+            pids=report is not None and report.pids_hit,
         )
+        code = report.exit_code if report is not None else proc.returncode
         return ExecResult(
-            exit_code=None if killed else proc.returncode,
-            stdout=stdout,
-            stderr=stderr,
+            exit_code=None if killed else code,
+            stdout=out.text(),
+            stderr=err.text(),
             timed_out=killed,
             duration=duration,
             status=status,
         )
 
-    def _raise_if_broken(self, code: int, stderr: str) -> None:
-        self._check_open()
-        if code != 0 and (
-            stderr.startswith(_DAEMON_ERRORS) or not _procfs.alive(self._init_pid, self._init_start)
-        ):
-            raise SandboxError(f"sandbox {self.id}: its container failed: {stderr.strip()}")
+    def _raise_if_broken(self, code: int, stderr: bytes) -> None:
+        """A command with no wrapper report: the daemon's failure is an error, not a result."""
+        if stderr.startswith(_DAEMON_ERRORS) or (code != 0 and not self.running()):
+            text = stderr.decode(errors="replace").strip()
+            raise SandboxError(f"sandbox {self.id}: its container failed: {text}")
 
     # -- files -----------------------------------------------------------------------
 
-    def _open_output(self) -> OutputRoot:
+    def _helper(self, op: str, args: dict[str, Any], data: bytes | None = None) -> bytes:
+        """Run one file operation; its payload, or its failure as an ``OSError``."""
+        argv = [*_daemon.helper_argv(), op, json.dumps(args)]
+        done = _daemon.exec_bytes(self._backend.docker, *self._exec_argv(
+            *argv, stdin=data is not None), stdin=data)  # fmt: skip
         self._check_open()
-        assert self._output is not None
-        return self._output
+        head, _, payload = done.stdout.partition(b"\n")
+        try:
+            header = json.loads(head)
+        except ValueError:
+            why = done.stderr.decode(errors="replace").strip() or f"exit code {done.returncode}"
+            raise SandboxError(f"sandbox {self.id}: file {op} failed: {why}") from None
+        if not header.get("ok"):
+            shown = "/".join(args.get("parts", ()))
+            raise OSError(int(header["errno"]), f"{shown}: {header.get('message')}")
+        return payload
 
     def read_file(self, path: str, *, max_bytes: int = 64 * 1024**2) -> bytes:
         """Read a file under /output; no symlinks followed (see ``Sandbox.read_file``)."""
-        with self._files_lock:
-            return self._open_output().read(path, max_bytes)
+        self._check_open()
+        parts = list(output_parts(path))
+        return self._helper("read", {"parts": parts, "max_bytes": int(max_bytes)})
 
     def write_file(self, path: str, data: bytes) -> None:
         """Write a file under /output, parents created (see ``Sandbox.write_file``)."""
-        with self._files_lock:
-            self._open_output().write(path, bytes(data))
+        self._check_open()
+        parts = list(output_parts(path))
+        if not parts:
+            raise IsADirectoryError(f"{path}: is the output folder")
+        self._helper("write", {"parts": parts}, data=bytes(data))
 
     def collect(self, dest: Path) -> list[Path]:
         """Stop every process, then copy the output folder's regular files within bounds.
@@ -352,10 +410,68 @@ class DockerSandbox(Sandbox):
         """
         self._check_open()
         self.stop_processes()
-        with self._files_lock:
-            report = self._open_output().collect(Path(dest), self.limits.output_bytes)
+        dest = Path(dest)
+        dest.mkdir(parents=True, exist_ok=True)
+        report = CollectReport(max_bytes=self.limits.output_bytes, max_files=MAX_COLLECT_FILES,
+                               max_entries=MAX_COLLECT_ENTRIES)  # fmt: skip
+        args = {"max_bytes": report.max_bytes, "max_files": report.max_files,
+                "max_entries": report.max_entries, "examples": _EXAMPLES}  # fmt: skip
+        argv = [self._backend.docker, "exec",
+                *self._exec_argv(*_daemon.helper_argv(), "collect", json.dumps(args))]  # fmt: skip
+        proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                                stderr=subprocess.PIPE)  # fmt: skip
+        err = _Capture(proc.stderr)
+        err.start()
+        try:
+            with tarfile.open(fileobj=proc.stdout, mode="r|") as tar:
+                for member in tar:
+                    self._take(tar, member, dest, report)
+        except tarfile.TarError as exc:
+            proc.kill()
+            proc.wait()
+            err.join(KILL_GRACE_SECONDS)
+            why = err.text().strip() or str(exc)
+            raise SandboxError(f"sandbox {self.id}: cannot collect its output: {why}") from None
+        finally:
+            proc.stdout.close()  # type: ignore[union-attr]
+        proc.wait()
+        err.join(KILL_GRACE_SECONDS)
+        self._check_open()
+        try:
+            summary = json.loads(err.text().strip().splitlines()[-1])
+        except (ValueError, IndexError):
+            raise SandboxError(f"sandbox {self.id}: cannot collect its output: "
+                               f"{err.text().strip()}") from None  # fmt: skip
+        report.entries = int(summary["entries"])
+        report.listing_cut = bool(summary["listing_cut"])
+        report.skipped = {str(k): int(v) for k, v in summary["skipped"].items()}
+        report.examples = [str(e) for e in summary["examples"]][:_EXAMPLES]
+        if report.skipped:
+            logger.warning("collect: %s", report.summary())
         self.collect_report = report.to_dict()
         return report.copied
+
+    @staticmethod
+    def _take(
+        tar: tarfile.TarFile, member: tarfile.TarInfo, dest: Path, report: CollectReport
+    ) -> None:
+        """Write one regular file of the helper's tar under ``dest`` (names checked again)."""
+        parts = PurePosixPath(member.name).parts
+        if (not member.isreg() or not parts or member.name.startswith("/")
+                or any(p in ("", ".", "..") for p in parts)
+                or report.bytes + member.size > report.max_bytes
+                or len(report.copied) >= report.max_files):  # fmt: skip
+            report.skip(member.name, "refused by the controller")
+            return
+        source = tar.extractfile(member)
+        assert source is not None
+        target = dest.joinpath(*parts)
+        target.parent.mkdir(parents=True, exist_ok=True)
+        with open(target, "wb") as sink:
+            while chunk := source.read(1024 * 1024):
+                sink.write(chunk)
+        report.bytes += member.size
+        report.copied.append(target)
 
     def info(self) -> dict[str, object]:
         """Backend facts for the attempt record: the container, its limits and timings."""
@@ -365,14 +481,12 @@ class DockerSandbox(Sandbox):
             "id": self.id,
             "container": self.id,
             "image": self.image,
+            "daemon": self._backend.server,
             "enforcement": "docker",
             "enforced_by": self._backend.enforced_by(),
             "runtime": dict(self.runtime),
             "uid": self._backend.uid,
             "network": "none + relay socket" if self._relay else "none",
-            "init_pid": self._init_pid,
-            "pid_namespace": self._namespace,
-            "cgroups": sorted({str(p) for p in self._groups.values()}),
             "cpus": self.cpus,
             "limits": dataclasses.asdict(self.limits),
             "labels": dict(self.labels),
@@ -382,4 +496,4 @@ class DockerSandbox(Sandbox):
         }
 
 
-__all__ = ["CONTROLLER_LABEL", "LABEL", "LABEL_PREFIX", "DockerSandbox"]
+__all__ = ["CONTROLLER_LABEL", "HOST_LABEL", "LABEL", "LABEL_PREFIX", "DockerSandbox"]
