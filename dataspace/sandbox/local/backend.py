@@ -27,7 +27,7 @@ dies with the sandbox's mount namespace: the host's mount table never changes. C
 takes one Python start-up (~10 ms).
 
 **Exec.** Each command is a chain of small util-linux programs, no Python. The controller
-starts it from one thread that runs under the seccomp filter (``_seccomp.py``: the usual
+starts it from spawner threads that run under the seccomp filter (``_seccomp.py``: the usual
 container deny list, keyring, ``bpf``, ``ptrace``, mounts, modules, new namespaces …), which
 every process of the command inherits and none can remove: ``/bin/sh`` writes its pid into
 the sandbox's cgroups and execs ``nsenter``, which joins the namespaces (the user namespace
