@@ -212,9 +212,7 @@ def _status() -> tuple[int, int]:
     return rss, threads
 
 
-def concurrency(
-    backend, levels: list[int], turns: int, latency: float, server_procs: int
-) -> None:
+def concurrency(backend, levels: list[int], turns: int, latency: float, server_procs: int) -> None:
     print(
         f"== concurrent attempts, scripted model latency {latency * 1000:.0f} ms, "
         f"{turns} tool turns each, {os.cpu_count()} CPUs, load average "
@@ -235,8 +233,9 @@ def concurrency(
     n_max = max(levels)
     scripts = {f"task_{i}": _script(turns, tools=True) for i in range(1, n_max + 1)}
     servers = [
-        ModelServer({k: v for j, (k, v) in enumerate(scripts.items()) if j % server_procs == s},
-                    latency)  # fmt: skip
+        ModelServer(
+            {k: v for j, (k, v) in enumerate(scripts.items()) if j % server_procs == s}, latency
+        )
         for s in range(server_procs)
     ]
     try:

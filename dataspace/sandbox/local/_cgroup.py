@@ -245,9 +245,9 @@ class SandboxCgroup:
             raise SandboxError(f"cgroup {name}: cannot set it up: {exc}") from exc
         reweigh(layout)
         # Which event files this kernel has is looked up once, not at every command.
-        self._pid_events = tuple(
-            n for n in _PID_EVENTS if (self.paths["pids"] / n).exists()
-        ) or _PID_EVENTS
+        self._pid_events = (
+            tuple(n for n in _PID_EVENTS if (self.paths["pids"] / n).exists()) or _PID_EVENTS
+        )
 
     def _write_limits(self, limits: Limits) -> None:
         memory, pids, cpu = self.paths["memory"], self.paths["pids"], self.paths.get("cpu")
