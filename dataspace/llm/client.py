@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import json
 import logging
+import os
 import random
 import socket
 import threading
@@ -685,7 +686,34 @@ def _openai_client(model: Any, key: str, headers: Mapping[str, str] | None) -> A
         kwargs["base_url"] = model.base_url
     if headers:
         kwargs["default_headers"] = dict(headers)
+    # The SDK's own HTTP client with its own defaults, but the process's one TLS context:
+    # loading the certificate store costs milliseconds and a megabyte per client.
+    kwargs["http_client"] = openai.DefaultHttpxClient(verify=_tls_context())
     return openai.OpenAI(**kwargs)
+
+
+_TLS_LOCK = threading.Lock()
+_TLS_CONTEXTS: dict[tuple[str | None, str | None], Any] = {}
+
+
+def _tls_context() -> Any:
+    """The default TLS context of the SDK's HTTP package, made once per process.
+
+    Keyed by ``SSL_CERT_FILE``/``SSL_CERT_DIR``, which the default context reads when it
+    is made; a context is safe to share between threads and connections.
+    """
+    key = (os.environ.get("SSL_CERT_FILE"), os.environ.get("SSL_CERT_DIR"))
+    with _TLS_LOCK:
+        ctx = _TLS_CONTEXTS.get(key)
+        if ctx is None:
+            try:
+                import httpx2 as http
+            except ImportError:  # older openai releases are built on httpx
+                import httpx as http  # type: ignore[no-redef]
+            make = getattr(http, "create_ssl_context", None)
+            # True: the package makes its default context per client, as it would anyway
+            ctx = _TLS_CONTEXTS[key] = make() if make is not None else True
+        return ctx
 
 
 __all__ = [

@@ -9,6 +9,10 @@ from pathlib import Path
 
 from dataspace.traces.events import Event
 
+# One encoder for every line: what ``json.dumps(rec, ensure_ascii=False, default=str)``
+# writes, without building an encoder per event.
+_ENCODE = json.JSONEncoder(ensure_ascii=False, default=str).encode
+
 
 class EventLog:
     """Append-only JSONL trace of one attempt (thread-safe, flushed per event)."""
@@ -22,7 +26,7 @@ class EventLog:
     def emit(self, event: Event) -> None:
         """Append one event with its offset in seconds from the attempt start."""
         rec = {"t": round(time.monotonic() - self._t0, 6), "type": event.kind, **event.payload()}
-        line = json.dumps(rec, ensure_ascii=False, default=str)
+        line = _ENCODE(rec)
         with self._lock:
             self._fh.write(line + "\n")
             self._fh.flush()

@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 
 from dataspace.sandbox import Limits, SandboxSpec, _procfs
-from dataspace.sandbox.local import LocalBackend, LocalSandbox, _cgroup
+from dataspace.sandbox.local import LocalBackend, LocalSandbox, _cgroup, _seccomp
 
 pytestmark = pytest.mark.sandbox
 
@@ -97,13 +97,16 @@ def _seccomp_mode(tid: int) -> str:
 
 
 def test_the_filter_sits_on_the_spawner_thread_only(make) -> None:
-    """Commands inherit the filter from one controller thread; the others run without it."""
+    """Commands inherit the filter from the spawner threads; the others run without it."""
     assert make().exec("grep ^Seccomp: /proc/self/status").stdout == "Seccomp:\t2\n"
-    # One such thread per process, however many backends (the runner makes one per attempt).
+    # One set of such threads per process, however many backends (the runner makes one per
+    # attempt).
     backends = [LocalBackend(sweep=False) for _ in range(3)]
     assert all(b.seccomp is not None for b in backends)
-    (spawner,) = [t for t in threading.enumerate() if t.name == "sandbox-seccomp-spawner"]
-    assert spawner.native_id is not None and _seccomp_mode(spawner.native_id) == "2"
+    spawners = [t for t in threading.enumerate() if t.name == "sandbox-seccomp-spawner"]
+    assert len(spawners) == _seccomp.SPAWNER_THREADS
+    for spawner in spawners:
+        assert spawner.native_id is not None and _seccomp_mode(spawner.native_id) == "2"
     assert _seccomp_mode(threading.get_native_id()) == "0"
 
 

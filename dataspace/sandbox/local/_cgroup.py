@@ -8,6 +8,14 @@ included. Processes join by writing their pid to the ``cgroup.procs`` files that
 :meth:`SandboxCgroup.join_files` returns, before they enter the sandbox's namespaces.
 The group name carries the owning controller's identity (see :func:`group_name`), so a
 sweep can tell a leftover from the live group of another controller with no other record.
+
+CPU weight. Each sandbox's cpu limit is a cfs quota, a cap; how the sandboxes share a busy
+host with everything else is the weight of their common ``dataspace-sandbox`` group, which
+the kernel would leave at one process's worth for all of them together: a hundred
+sandboxes would then get, between them, what one other process of the host gets. So the
+weight of that group follows the number of sandbox groups in it (:func:`reweigh`, at each
+create and removal): each sandbox weighs as one ordinary process, as it would without a
+cpu cgroup, and kubelet weighs its pods' parent likewise.
 """
 
 from __future__ import annotations
@@ -235,6 +243,11 @@ class SandboxCgroup:
         except OSError as exc:
             self.remove()
             raise SandboxError(f"cgroup {name}: cannot set it up: {exc}") from exc
+        reweigh(layout)
+        # Which event files this kernel has is looked up once, not at every command.
+        self._pid_events = (
+            tuple(n for n in _PID_EVENTS if (self.paths["pids"] / n).exists()) or _PID_EVENTS
+        )
 
     def _write_limits(self, limits: Limits) -> None:
         memory, pids, cpu = self.paths["memory"], self.paths["pids"], self.paths.get("cpu")
@@ -266,7 +279,7 @@ class SandboxCgroup:
                 self._made += 1
                 tracker = self.paths["pids"] / f"e{self._made}"
                 tracker.mkdir()
-            self._trackers[number] = (tracker, _pids_hits(tracker))
+            self._trackers[number] = (tracker, _pids_hits(tracker, self._pid_events))
         files = {tracker / "cgroup.procs"}
         if self.layout.version == 1:
             files.update(p / "cgroup.procs" for c, p in self.paths.items() if c != "pids")
@@ -277,7 +290,8 @@ class SandboxCgroup:
         oom_file = "memory.oom_control" if self.layout.version == 1 else "memory.events"
         ooms = _read_key(self.paths["memory"] / oom_file, "oom_kill")
         tracker, baseline = self._trackers[number]
-        return ooms, _pids_hits(self.paths["pids"]) + _pids_hits(tracker) - baseline
+        hits = _pids_hits(self.paths["pids"], self._pid_events)
+        return ooms, hits + _pids_hits(tracker, self._pid_events) - baseline
 
     def members(self) -> list[int]:
         """Pids in the sandbox's groups and their children groups."""
@@ -327,6 +341,32 @@ def remove_group(layout: CgroupLayout, name: str) -> None:
             _rmdir(child)
         _kill_group(path)
         _rmdir(path)
+    reweigh(layout)
+
+
+WEIGHT_V1 = (1024, 2, 262_144)
+"""``cpu.shares``: one process's weight, the least and the most the kernel takes."""
+WEIGHT_V2 = (100, 1, 10_000)
+"""``cpu.weight``: likewise on the unified hierarchy."""
+
+
+def reweigh(layout: CgroupLayout) -> None:
+    """Weigh the sandboxes' common cpu group as one process per sandbox group in it.
+
+    Several controllers may share the group; each sets the weight from what it counts, so
+    the last change wins and the next one corrects it.
+    """
+    parent = layout.parents.get("cpu")
+    if parent is None:
+        return
+    one, least, most = WEIGHT_V1 if layout.version == 1 else WEIGHT_V2
+    try:
+        count = sum(1 for e in os.scandir(parent) if e.is_dir() and parse_group_name(e.name))
+        weight = min(most, max(least, one * max(1, count)))
+        name = "cpu.shares" if layout.version == 1 else "cpu.weight"
+        (parent / name).write_text(str(weight))
+    except OSError as exc:  # the weight is a nicety: the limits hold without it
+        logger.debug("cgroup %s: cannot set its cpu weight: %s", parent, exc)
 
 
 def _procs(group: Path) -> list[int]:
@@ -370,14 +410,19 @@ def _rmdir(group: Path) -> None:
     logger.warning("cgroup %s could not be removed: still busy", group)
 
 
-def _pids_hits(group: Path) -> int:
-    """Forks refused by a pids limit, as counted in ``group``'s event files."""
-    return max(_read_key(group / name, "max") for name in ("pids.events", "pids.events.local"))
+_PID_EVENTS = ("pids.events", "pids.events.local")
+
+
+def _pids_hits(group: Path, names: tuple[str, ...] = _PID_EVENTS) -> int:
+    """Forks refused by a pids limit, as counted in ``group``'s event files ``names``."""
+    return max(_read_key(group / name, "max") for name in names)
 
 
 def _read_key(path: Path, key: str) -> int:
     try:
-        for line in path.read_text().splitlines():
+        with open(path, "rb") as fh:
+            text = fh.read()
+        for line in text.decode().splitlines():
             name, _, value = line.partition(" ")
             if name == key:
                 return int(value)

@@ -74,17 +74,27 @@ class Spawner:
     filter while the process's other threads run without it; CPython then forks with its
     ``vfork`` fast path, where a ``preexec_fn`` would force a full fork of the controller.
 
+    Several threads may serve the one queue: under a loaded host each start waits to be
+    scheduled (the thread, then its ``vfork`` child until it execs), and one thread would
+    make every concurrent attempt's commands wait in line for those waits.
+
     Args:
-        setup: run first on the thread (again after a fork: the copy has no such thread);
+        setup: run first on each thread (again after a fork: the copy has no such thread);
             when it raises, :meth:`start` and :meth:`popen` raise ``OSError`` with it.
-        name: the thread's name.
+        name: the threads' name.
+        threads: how many threads serve the queue.
     """
 
     def __init__(
-        self, setup: Callable[[], None] | None = None, name: str = "sandbox-spawner"
+        self,
+        setup: Callable[[], None] | None = None,
+        name: str = "sandbox-spawner",
+        *,
+        threads: int = 1,
     ) -> None:
         self._setup = setup
         self._name = name
+        self._threads = max(1, threads)
         self._lock = threading.Lock()
         self._queue: queue.SimpleQueue[tuple[Future[subprocess.Popen[bytes]], list[str], dict]]
         self._queue = queue.SimpleQueue()
@@ -101,12 +111,16 @@ class Spawner:
             if self._owner_pid != os.getpid():  # first use, or first use after a fork
                 self._queue = queue.SimpleQueue()
                 self._error = None
-                ready = threading.Event()
-                thread = threading.Thread(
-                    target=self._serve, args=(self._queue, ready), name=self._name, daemon=True
-                )
-                thread.start()
-                ready.wait()
+                for _ in range(self._threads):
+                    ready = threading.Event()
+                    thread = threading.Thread(
+                        target=self._serve, args=(self._queue, ready), name=self._name,
+                        daemon=True,
+                    )  # fmt: skip
+                    thread.start()
+                    ready.wait()
+                    if self._error is not None:
+                        break
                 self._owner_pid = os.getpid()
             if self._error is not None:
                 raise OSError(f"{self._name}: {self._error}")

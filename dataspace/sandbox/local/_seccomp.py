@@ -290,12 +290,16 @@ def _thread_seccomp_mode() -> int | None:
     return None
 
 
+SPAWNER_THREADS = 8
+"""Threads that start sandbox commands: enough that hundreds of attempts' commands do not
+wait in line behind one thread's scheduling delays, few enough to cost nothing."""
+
 _SHARED: tuple[Filter, _procs.Spawner] | None = None
 _SHARED_LOCK = threading.Lock()
 
 
 def shared() -> tuple[Filter, _procs.Spawner]:
-    """This process's one filter and the spawner whose thread runs under it.
+    """This process's one filter and the spawner whose threads run under it.
 
     Every backend shares them (the runner makes a backend per attempt).
 
@@ -307,7 +311,9 @@ def shared() -> tuple[Filter, _procs.Spawner]:
         if _SHARED is None:
             seccomp = Filter()
             spawner = _procs.Spawner(
-                setup=seccomp.install_on_thread, name="sandbox-seccomp-spawner"
+                setup=seccomp.install_on_thread,
+                name="sandbox-seccomp-spawner",
+                threads=SPAWNER_THREADS,
             )
             _SHARED = (seccomp, spawner)
         return _SHARED

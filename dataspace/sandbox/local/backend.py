@@ -27,13 +27,14 @@ dies with the sandbox's mount namespace: the host's mount table never changes. C
 takes one Python start-up (~10 ms).
 
 **Exec.** Each command is a chain of small util-linux programs, no Python. The controller
-starts it from one thread that runs under the seccomp filter (``_seccomp.py``: the usual
+starts it from spawner threads that run under the seccomp filter (``_seccomp.py``: the usual
 container deny list, keyring, ``bpf``, ``ptrace``, mounts, modules, new namespaces …), which
 every process of the command inherits and none can remove: ``/bin/sh`` writes its pid into
 the sandbox's cgroups and execs ``nsenter``, which joins the namespaces (the user namespace
 last, taking uid/gid 65534 with no supplementary groups) and the root and forks into the PID
-namespace; ``setpriv`` sets ``no_new_privs``, and ``execve`` as a uid other than the
-namespace's root leaves no capabilities. The command gets a clean environment: the official
+namespace; ``no_new_privs`` comes with the filter from the spawner thread (without a
+filter, ``setpriv`` sets it), and ``execve`` as a uid other than the namespace's root
+leaves no capabilities. The command gets a clean environment: the official
 workbench's ``PATH`` and variables (``workbench.ENVIRONMENT``), ``HOME=/tmp``,
 ``LANG=C.UTF-8``, ``TMPDIR=/tmp`` and the spec's variables, never the controller's. Output
 is read with a size cap while a pidfd watches the command.
@@ -721,8 +722,11 @@ class LocalSandbox(Sandbox):
             chain += [tools["prlimit"], f"--as={limits.memory_bytes}", f"--nproc={limits.pids}",
                       f"--cpu={cpu_seconds}:{cpu_seconds + 5}", "--core=0", "--"]  # fmt: skip
         # Exec as a uid other than the namespace's root leaves no capability; no_new_privs
-        # keeps it so (no file capabilities, no setuid) and the seccomp filter is on.
-        return [*chain, tools["setpriv"], "--nnp", "--"]
+        # keeps it so (no file capabilities, no setuid). The spawner thread set it with the
+        # seccomp filter and every process inherits both; without a filter setpriv sets it.
+        if backend.seccomp is None:
+            chain += [tools["setpriv"], "--nnp", "--"]
+        return chain
 
     def _run(self, argv: list[str], env: dict[str, str], limit: float, number: int) -> _Finished:
         started = time.monotonic()
