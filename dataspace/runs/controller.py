@@ -889,6 +889,8 @@ class _Run:
                 doc = _read_journal(self.store, k)
                 if doc is not None and k.endswith(".json"):
                     found[k[len(folder) : -len(".json")]] = doc
+            if found != self.journals.get(key):
+                self._changed[key] = None  # its row's earlier tries' cost changed
             self.journals[key] = found
 
     def _earlier(self, p: PlannedAttempt) -> float | None:

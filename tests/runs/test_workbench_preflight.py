@@ -34,6 +34,8 @@ def workbench(tmp_path):
     for name in ("runtime-manifest.json", "TOOLS.md", "capabilities.json"):
         shutil.copyfile(INSTALLED / name, root / name)
     os.symlink(os.path.realpath(INSTALLED / "python"), root / "python")
+    if (INSTALLED / "root").exists():  # the sandboxes' Debian 12 root
+        os.symlink(os.path.realpath(INSTALLED / "root"), root / "root")
     if (INSTALLED / "harnesses").exists():
         os.symlink(os.path.realpath(INSTALLED / "harnesses"), root / "harnesses")
     return root, root / "runtime-manifest.json"
