@@ -21,30 +21,9 @@ from __future__ import annotations
 import argparse
 import getpass
 import json
-import os
 import sys
-import tempfile
-from pathlib import Path
-from typing import Any
 
 from dataspace.cli.args import PORT, POSITIVE_INT
-from dataspace.errors import ConfigError
-
-
-def _db(args: argparse.Namespace) -> Any:
-    from builder.review.db import Database
-
-    url = args.db or os.environ.get("DATASPACE_REVIEW_DB")
-    if not url:
-        raise ConfigError("--db: give the review database URL (or set DATASPACE_REVIEW_DB)")
-    return Database(url)
-
-
-def _service(args: argparse.Namespace) -> Any:
-    from builder.review.service import ReviewService
-
-    cache = Path(args.cache) if getattr(args, "cache", None) else Path(tempfile.gettempdir())
-    return ReviewService(_db(args), cache / "dataspace-review-cache")
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -88,56 +67,55 @@ def main(argv: list[str]) -> int:
 
 
 def _init(args: argparse.Namespace) -> int:
-    from builder.review.load import load_release
+    from builder.review.admin import init_review
 
-    db = _db(args)
-    rep = load_release(db, args.release)
+    out = init_review(args.db, args.release)
+    rep = out.report
     print(
-        f"{db.display_url}: loaded {len(rep.loaded)} tasks"
+        f"{out.database}: loaded {len(rep.loaded)} tasks"
         + (f", {len(rep.already)} already loaded" if rep.already else "")
     )
     for tid, why in rep.skipped.items():
         print(f"  skipped {tid}: {why}")
-    users = db.query("SELECT COUNT(*) FROM review_users")[0][0]
-    if not users:
+    if not out.users:
         print("next: add users with `dataspace review user NAME --role reviewer --db ...`")
     return 0
 
 
 def _user(args: argparse.Namespace) -> int:
-    svc = _service(args)
-    if sys.stdin.isatty():
-        password = getpass.getpass(f"password for {args.name}: ")
-    else:
-        password = sys.stdin.readline().rstrip("\n")
-    svc.add_user(args.name, args.role, password)
+    from builder.review.admin import add_user
+
+    def password() -> str:
+        if sys.stdin.isatty():
+            return getpass.getpass(f"password for {args.name}: ")
+        return sys.stdin.readline().rstrip("\n")
+
+    add_user(args.db, args.name, args.role, password)
     print(f"user {args.name} ({args.role}) saved")
     return 0
 
 
 def _assign(args: argparse.Namespace) -> int:
-    svc = _service(args)
+    from builder.review.admin import assign_reviewers
+
     pool = [r.strip() for r in args.reviewers.split(",")] if args.reviewers else None
-    added = svc.assign_balanced(per_task=args.per_task, reviewers=pool)
-    for tid, names in added.items():
+    out = assign_reviewers(args.db, per_task=args.per_task, reviewers=pool)
+    for tid, names in out.added.items():
         print(f"{tid}: {', '.join(names)}")
-    load: dict[str, int] = {}
-    for row in svc.status():
-        for name in row["reviewers"]:
-            load[name] = load.get(name, 0) + 1
     print(
-        f"assigned {sum(map(len, added.values()))} reviews over {len(added)} tasks; load "
-        + ", ".join(f"{k}={v}" for k, v in sorted(load.items()))
+        f"assigned {sum(map(len, out.added.values()))} reviews over {len(out.added)} tasks; "
+        "load " + ", ".join(f"{k}={v}" for k, v in out.load.items())
     )
     return 0
 
 
 def _serve(args: argparse.Namespace) -> int:
-    from builder.review.app import ReviewServer
+    from builder.review.admin import review_server
 
-    svc = _service(args)
-    server = ReviewServer(svc, args.host, args.port)
-    print(f"review console on {server.url}/ (database {svc.db.display_url}); Ctrl-C stops")
+    server = review_server(args.db, host=args.host, port=args.port, cache=args.cache)
+    print(
+        f"review console on {server.url}/ (database {server.service.db.display_url}); Ctrl-C stops"
+    )
     sys.stdout.flush()
     try:
         server.serve_forever()
@@ -149,26 +127,18 @@ def _serve(args: argparse.Namespace) -> int:
 
 
 def _status(args: argparse.Namespace) -> int:
-    svc = _service(args)
-    rows = svc.status()
-    stored = {
-        str(t): (str(s), int(v))
-        for t, s, v in svc.db.query("SELECT task_id, state, version FROM review_tasks")
-    }
-    bad = []
+    from builder.review.admin import review_status
+
+    out = review_status(args.db)
     print(f"{'task':<10} {'state':<13} {'ver':>3}  reviewers (locked)")
-    for r in rows:
+    for r in out.rows:
         locked = ", ".join(f"{n}{'*' if n in r['locked'] else ''}" for n in r["reviewers"])
         print(f"{r['task_id']:<10} {r['state']:<13} {r['version']:>3}  {locked or '-'}")
-        if stored.get(r["task_id"]) != (r["state"], r["version"]):
-            bad.append(r["task_id"])
-    counts: dict[str, int] = {}
-    for r in rows:
-        counts[r["state"]] = counts.get(r["state"], 0) + 1
-    print("total: " + ", ".join(f"{k} {v}" for k, v in sorted(counts.items())))
-    if bad:
+    print("total: " + ", ".join(f"{k} {v}" for k, v in out.counts.items()))
+    if out.differing:
         print(
-            f"error: the stored state of {bad} differs from the event log's replay", file=sys.stderr
+            f"error: the stored state of {out.differing} differs from the event log's replay",
+            file=sys.stderr,
         )
         return 1
     print("event log replays to the stored state: yes")
@@ -176,10 +146,9 @@ def _status(args: argparse.Namespace) -> int:
 
 
 def _stats(args: argparse.Namespace) -> int:
-    from builder.review.stats import review_stats
+    from builder.review.admin import statistics
 
-    svc = _service(args)
-    st = review_stats(svc.events())
+    st = statistics(args.db)
     if args.json:
         print(json.dumps(st, indent=2, ensure_ascii=False))
         return 0
@@ -212,41 +181,27 @@ def _stats(args: argparse.Namespace) -> int:
 
 
 def _log(args: argparse.Namespace) -> int:
-    svc = _service(args)
-    events = svc.events()
-    with open(args.out, "w", encoding="utf-8") as fh:
-        for ev in events:
-            fh.write(json.dumps(ev.to_dict(), ensure_ascii=False, sort_keys=True) + "\n")
-    print(f"wrote {len(events)} events to {args.out}")
+    from builder.review.admin import write_event_log
+
+    n = write_event_log(args.db, args.out)
+    print(f"wrote {n} events to {args.out}")
     return 0
 
 
 def _replay(args: argparse.Namespace) -> int:
-    from builder.review.protocol import Event, replay
+    from builder.review.admin import replay_event_log
 
-    events = []
-    with open(args.log, encoding="utf-8") as fh:
-        for n, line in enumerate(fh, 1):
-            if not line.strip():
-                continue
-            try:
-                obj = json.loads(line)
-                events.append(Event(**obj))
-            except (json.JSONDecodeError, TypeError) as exc:
-                raise ConfigError(f"{args.log}:{n}: not an event line ({exc})") from exc
-    folds = replay(events)
-    for tid in sorted(folds, key=lambda t: int(t.split("_")[1])):
-        f = folds[tid]
-        print(f"{tid:<10} {f.state!s:<13} version {f.version}")
-    print(f"replayed {len(events)} events: every step follows the protocol")
+    out = replay_event_log(args.log)
+    for f in out.folds:
+        print(f"{f.task_id:<10} {f.state!s:<13} version {f.version}")
+    print(f"replayed {out.events} events: every step follows the protocol")
     return 0
 
 
 def _export(args: argparse.Namespace) -> int:
-    from builder.review.export import export_release
+    from builder.review.admin import export_accepted
 
-    svc = _service(args)
-    rep = export_release(svc, Path(args.out), replace=args.replace)
+    rep = export_accepted(args.db, args.out, replace=args.replace)
     print(f"exported {len(rep.tasks)} accepted tasks to {rep.out}")
     for tid, v in rep.tasks.items():
         print(f"  {tid}: version {v}")
