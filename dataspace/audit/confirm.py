@@ -12,7 +12,8 @@ import json
 import logging
 import secrets
 import threading
-from collections.abc import Mapping
+from collections.abc import Iterable, Iterator, Mapping
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
@@ -89,6 +90,43 @@ def parse_decision(text: str) -> tuple[str, int, str]:
     except ValueError:
         raise ConfigError(f"{text!r}: the attempt must be a number") from None
     return task.strip(), attempt, code.strip().upper()
+
+
+@dataclass(frozen=True, kw_only=True)
+class Decision:
+    """One recorded decision: the attempt, the subtype and whether it revised the proposal."""
+
+    task_id: str
+    attempt: int
+    subtype: str
+    revised: bool
+
+
+def confirm_decisions(
+    run: str, agent: str, decisions: Iterable[str], *, by: str, note: str = ""
+) -> Iterator[Decision]:
+    """Record each ``TASK[:ATTEMPT]=SUBTYPE`` decision in turn, yielding it once written.
+
+    Raises:
+        ConfigError: no audit of the agent yet, a malformed decision, an unknown subtype or
+            an attempt the audit does not hold (the decisions before it stay recorded).
+    """
+    audit = AuditFile(run, agent)
+    for text in decisions:
+        task, attempt, code = parse_decision(text)
+        c = audit.confirm(task, attempt, code, by=by, note=note)
+        yield Decision(task_id=task, attempt=attempt, subtype=c["subtype"], revised=c["revised"])
+
+
+def open_console(
+    run: str, agent: str, *, host: str = "127.0.0.1", port: int = 0, by: str = "researcher"
+) -> AuditConsole:
+    """The confirm/revise console over the agent's audit (bound, not yet serving).
+
+    Raises:
+        ConfigError: no audit of the agent yet.
+    """
+    return AuditConsole(AuditFile(run, agent), host=host, port=port, by=by)
 
 
 _PAGE = """<!doctype html><html lang="en"><head><meta charset="utf-8">
@@ -231,4 +269,11 @@ class AuditConsole:
         self.httpd.server_close()
 
 
-__all__ = ["AuditConsole", "AuditFile", "parse_decision"]
+__all__ = [
+    "AuditConsole",
+    "AuditFile",
+    "Decision",
+    "confirm_decisions",
+    "open_console",
+    "parse_decision",
+]

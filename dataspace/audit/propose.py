@@ -296,6 +296,54 @@ def run_audit(
     )
 
 
+def auditor_client(models: str | None, model: str | None) -> Any | None:
+    """The metered client of the auditor ``model`` named in the ``models`` file, or None.
+
+    Raises:
+        ConfigError: only one of the two is given, the file cannot be read, or it has no
+            such model.
+    """
+    if not (model or models):
+        return None
+    if not (model and models):
+        raise ConfigError("--models FILE and --model NAME go together")
+    from dataspace.llm.client import MeteredClient
+    from dataspace.llm.models import load_models
+
+    known = load_models(models)
+    if model not in known:
+        raise ConfigError(f"{models}: no model {model!r} ({', '.join(known)})")
+    return MeteredClient(known[model])
+
+
+def propose_causes(
+    run: str,
+    *,
+    agent: str,
+    release: str | None,
+    models: str | None = None,
+    model: str | None = None,
+    all_attempts: bool = False,
+) -> AuditOutcome:
+    """:func:`run_audit` with the auditor model named by a models file and a name.
+
+    Without a model every proposal is left blank.
+
+    Raises:
+        ConfigError: no release, a model named incompletely or not found, or what
+            :func:`run_audit` raises.
+    """
+    if not release:
+        raise ConfigError("--release: the release the run used (gold, configs, questions)")
+    return run_audit(
+        run,
+        agent=agent,
+        release=release,
+        client=auditor_client(models, model),
+        all_attempts=all_attempts,
+    )
+
+
 def _key(prefix: str, name: str) -> str:
     return f"{prefix}/{name}" if prefix else name
 
@@ -366,8 +414,10 @@ def _usage(client: Any | None) -> dict[str, Any]:
 __all__ = [
     "AUDIT_SCHEMA_VERSION",
     "AuditOutcome",
+    "auditor_client",
     "build_prompt",
     "parse_proposal",
+    "propose_causes",
     "run_audit",
     "trace_steps",
 ]

@@ -16,7 +16,6 @@ import os
 import sys
 
 from dataspace.cli.args import PORT
-from dataspace.errors import ConfigError
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -40,22 +39,17 @@ def main(argv: list[str]) -> int:
     """Run ``dataspace audit``."""
     args = _parser().parse_args(argv)
     if args.confirm:
-        from dataspace.audit.confirm import AuditFile, parse_decision
+        from dataspace.audit.confirm import confirm_decisions
 
-        audit = AuditFile(args.run, args.agent)
-        for text in args.confirm:
-            task, attempt, code = parse_decision(text)
-            c = audit.confirm(task, attempt, code, by=args.by, note=args.note)
+        for d in confirm_decisions(args.run, args.agent, args.confirm, by=args.by, note=args.note):
             print(
-                f"{task} #{attempt}: {c['subtype']} ({'revised' if c['revised'] else 'confirmed'})"
+                f"{d.task_id} #{d.attempt}: {d.subtype} ({'revised' if d.revised else 'confirmed'})"
             )
         return 0
     if args.serve:
-        from dataspace.audit.confirm import AuditConsole, AuditFile
+        from dataspace.audit.confirm import open_console
 
-        console = AuditConsole(
-            AuditFile(args.run, args.agent), host=args.host, port=args.port, by=args.by
-        )
+        console = open_console(args.run, args.agent, host=args.host, port=args.port, by=args.by)
         print(f"audit console on {console.url} ; Ctrl-C stops")
         sys.stdout.flush()
         try:
@@ -65,26 +59,14 @@ def main(argv: list[str]) -> int:
         finally:
             console.httpd.server_close()
         return 0
-    if not args.release:
-        raise ConfigError("--release: the release the run used (gold, configs, questions)")
-    client = None
-    if args.model or args.models:
-        if not (args.model and args.models):
-            raise ConfigError("--models FILE and --model NAME go together")
-        from dataspace.llm.client import MeteredClient
-        from dataspace.llm.models import load_models
+    from dataspace.audit.propose import propose_causes
 
-        models = load_models(args.models)
-        if args.model not in models:
-            raise ConfigError(f"{args.models}: no model {args.model!r} ({', '.join(models)})")
-        client = MeteredClient(models[args.model])
-    from dataspace.audit.propose import run_audit
-
-    out = run_audit(
+    out = propose_causes(
         args.run,
         agent=args.agent,
         release=args.release,
-        client=client,
+        models=args.models,
+        model=args.model,
         all_attempts=args.all_attempts,
     )
     print(
@@ -97,7 +79,7 @@ def main(argv: list[str]) -> int:
             f"{out.usage.get('input_tokens', 0)} input / {out.usage.get('output_tokens', 0)} "
             f"output tokens, ${out.usage.get('cost_usd', 0.0):.4f}"
         )
-    if client is None:
+    if not args.model:
         print("no auditor model given: proposals are blank; confirm with --confirm or --serve")
     return 0
 
