@@ -432,6 +432,95 @@ def stage3_options(raw: Mapping[str, Any] | None) -> Stage3Options | None:
     return Stage3Options(**kwargs)
 
 
+@dataclass(frozen=True, kw_only=True)
+class BuildOverrides:
+    """What the command line sets over a build spec; None (or empty) keeps the spec's.
+
+    Attributes:
+        sources: ``KIND:PATH`` texts that replace the spec's sources.
+        limit: build only the first N items of each source.
+        seed: the build seed.
+        database_language: ``LanguagePlan.database``.
+        question_language: ``LanguagePlan.question``.
+        cross_language_share: ``LanguagePlan.cross_language_share``.
+        translator: the translator provider (drops the spec's translator options).
+        model: the llm translator's model id.
+        base_url: the llm translator's endpoint.
+        budget: the soft row budget per table when sampling.
+    """
+
+    sources: tuple[str, ...] = ()
+    limit: int | None = None
+    seed: int | None = None
+    database_language: str | None = None
+    question_language: str | None = None
+    cross_language_share: float | None = None
+    translator: str | None = None
+    model: str | None = None
+    base_url: str | None = None
+    budget: int | None = None
+
+
+def resolve_build_spec(spec_file: str | Path | None, overrides: BuildOverrides) -> BuildSpec:
+    """The build spec from a spec file (or, without one, the sources) and the overrides.
+
+    A source's path other than a bundled corpus's is made absolute; the bundled finance
+    corpus asks for mixed question languages, as the bundled spec does.
+
+    Raises:
+        ConfigError: neither a spec file nor a source, or a source that is not
+            ``KIND:PATH``; what :meth:`BuildSpec.load` raises.
+    """
+    o = overrides
+    if spec_file:
+        spec = BuildSpec.load(spec_file)
+    elif o.sources:
+        spec = BuildSpec(sources=(SourceSpec(kind="bundled", path="finance"),))
+    else:
+        raise ConfigError("give a build spec file or at least one --source KIND:PATH")
+    if o.sources:
+        sources = []
+        for text in o.sources:
+            kind, sep, path = text.partition(":")
+            if not sep or not kind or not path:
+                raise ConfigError(f"--source {text!r}: expected KIND:PATH")
+            if kind != "bundled":
+                path = str(Path(path).resolve())
+            options = (
+                {"question_language": "mixed"} if (kind, path) == ("bundled", "finance") else {}
+            )
+            sources.append(SourceSpec(kind=kind, path=path, options=options))
+        spec = dataclasses.replace(spec, sources=tuple(sources))
+    if o.limit is not None:
+        spec = dataclasses.replace(
+            spec, sources=tuple(dataclasses.replace(s, limit=o.limit) for s in spec.sources)
+        )
+    if o.seed is not None:
+        spec = dataclasses.replace(spec, seed=o.seed)
+    lang: dict[str, Any] = {}
+    if o.database_language:
+        lang["database"] = o.database_language
+    if o.question_language:
+        lang["question"] = o.question_language
+    if o.cross_language_share is not None:
+        lang["cross_language_share"] = o.cross_language_share
+    if lang:
+        spec = dataclasses.replace(spec, languages=dataclasses.replace(spec.languages, **lang))
+    translator: dict[str, Any] = dict(spec.translator)
+    if o.translator:
+        translator = {"name": o.translator}
+    if o.model:
+        translator["model"] = o.model
+    if o.base_url:
+        translator["base_url"] = o.base_url
+    spec = dataclasses.replace(spec, translator=translator)
+    if o.budget is not None:
+        spec = dataclasses.replace(
+            spec, sampling=dataclasses.replace(spec.sampling, budget=o.budget)
+        )
+    return spec
+
+
 def load_items(spec: BuildSpec) -> tuple[list[SourceItem], list[Rejection], list[str], float]:
     """Load every source of the spec.
 
@@ -463,10 +552,12 @@ def load_items(spec: BuildSpec) -> tuple[list[SourceItem], list[Rejection], list
 __all__ = [
     "SPEC_SCHEMA_VERSION",
     "STRUCTURED",
+    "BuildOverrides",
     "BuildSpec",
     "LanguagePlan",
     "SourceSpec",
     "Stage3Options",
     "load_items",
+    "resolve_build_spec",
     "stage3_options",
 ]

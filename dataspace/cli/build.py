@@ -16,7 +16,6 @@ and reason) is written as ``build_report.json`` beside the release.
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import logging
 import sys
 from collections.abc import Mapping
@@ -24,7 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from dataspace.cli.args import NON_NEGATIVE_INT, POSITIVE_INT, float_range
-from dataspace.errors import ConfigError, DataSpaceError
+from dataspace.errors import DataSpaceError
 
 logger = logging.getLogger(__name__)
 
@@ -68,60 +67,24 @@ def _parser() -> argparse.ArgumentParser:
 
 
 def _build_spec(args: argparse.Namespace) -> Any:
-    """The build spec from the spec file and the flags (flags win).
+    """The build spec from the spec file and the flags (flags win)."""
+    from builder.spec import BuildOverrides, resolve_build_spec
 
-    Raises:
-        ConfigError: neither a spec nor ``--source``, or a malformed ``--source``.
-    """
-    from builder.spec import BuildSpec, SourceSpec
-
-    if args.spec:
-        spec = BuildSpec.load(args.spec)
-    elif args.source:
-        spec = BuildSpec(sources=(SourceSpec(kind="bundled", path="finance"),))
-    else:
-        raise ConfigError("give a build spec file or at least one --source KIND:PATH")
-    if args.source:
-        sources = []
-        for text in args.source:
-            kind, sep, path = text.partition(":")
-            if not sep or not kind or not path:
-                raise ConfigError(f"--source {text!r}: expected KIND:PATH")
-            if kind != "bundled":
-                path = str(Path(path).resolve())
-            options = (
-                {"question_language": "mixed"} if (kind, path) == ("bundled", "finance") else {}
-            )
-            sources.append(SourceSpec(kind=kind, path=path, options=options))
-        spec = dataclasses.replace(spec, sources=tuple(sources))
-    if args.limit is not None:
-        spec = dataclasses.replace(
-            spec, sources=tuple(dataclasses.replace(s, limit=args.limit) for s in spec.sources)
-        )
-    if args.seed is not None:
-        spec = dataclasses.replace(spec, seed=args.seed)
-    lang: dict[str, Any] = {}
-    if args.database_language:
-        lang["database"] = args.database_language
-    if args.question_language:
-        lang["question"] = args.question_language
-    if args.cross_language_share is not None:
-        lang["cross_language_share"] = args.cross_language_share
-    if lang:
-        spec = dataclasses.replace(spec, languages=dataclasses.replace(spec.languages, **lang))
-    translator: dict[str, Any] = dict(spec.translator)
-    if args.translator:
-        translator = {"name": args.translator}
-    if args.model:
-        translator["model"] = args.model
-    if args.base_url:
-        translator["base_url"] = args.base_url
-    spec = dataclasses.replace(spec, translator=translator)
-    if args.budget is not None:
-        spec = dataclasses.replace(
-            spec, sampling=dataclasses.replace(spec.sampling, budget=args.budget)
-        )
-    return spec
+    return resolve_build_spec(
+        args.spec,
+        BuildOverrides(
+            sources=tuple(args.source),
+            limit=args.limit,
+            seed=args.seed,
+            database_language=args.database_language,
+            question_language=args.question_language,
+            cross_language_share=args.cross_language_share,
+            translator=args.translator,
+            model=args.model,
+            base_url=args.base_url,
+            budget=args.budget,
+        ),
+    )
 
 
 def main(argv: list[str] | None = None) -> int:
