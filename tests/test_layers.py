@@ -11,6 +11,7 @@
 from __future__ import annotations
 
 import ast
+import re
 from pathlib import Path
 
 from test_import_cycles import parsed_graph
@@ -78,3 +79,68 @@ def test_the_dataspace_command_does_not_load_the_test_fakes():
         reached.add(mod)
         todo += sorted(graph.get(mod, ()))
     assert not {m for m in reached if _inside(m, TESTING) or m in TESTING_COMMANDS}
+
+
+# what a command module may import from the library without calling it: the values its
+# flags' help and choices show, and the errors it turns into exit codes
+_NOT_CALLED_OK = re.compile(r"^[A-Z][A-Z0-9_]*$|Error$")
+_CLI_INTERNALS = frozenset({"root", "screen", "args", "__init__", "__main__"})
+
+
+def _library_imports(tree: ast.AST) -> list[tuple[str, str, str]]:
+    """(module, name, local name) of each ``from M import name`` of a module outside the CLI."""
+    return [
+        (node.module, alias.name, alias.asname or alias.name)
+        for node in ast.walk(tree)
+        if isinstance(node, ast.ImportFrom) and node.module and not node.level
+        if node.module.partition(".")[0] in {"dataspace", "builder", "evaluator"}
+        and not _inside(node.module, CLI)
+        for alias in node.names
+    ]
+
+
+def _called_names(tree: ast.AST) -> set[str]:
+    """Names called or read from in the module: ``f(...)``, ``C.method(...)`` and
+    ``C.default`` count for f and C."""
+    called = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Call | ast.Attribute):
+            func = node.func if isinstance(node, ast.Call) else node
+            while isinstance(func, ast.Attribute):
+                func = func.value
+            if isinstance(func, ast.Name):
+                called.add(func.id)
+    return called
+
+
+def _public_names(module: str) -> set[str]:
+    """A module's ``__all__`` (its names without a leading underscore when it has none) and
+    its submodules."""
+    import importlib
+    import pkgutil
+
+    mod = importlib.import_module(module)
+    names = getattr(mod, "__all__", None)
+    if names is None:
+        names = [n for n in vars(mod) if not n.startswith("_")]
+    subs = {m.name for m in pkgutil.iter_modules(getattr(mod, "__path__", []))}
+    return set(names) | subs
+
+
+def test_command_modules_import_only_the_entry_points_they_call():
+    """Guards the command modules as parse, call, print: each imports from the library only
+    public names (in their module's ``__all__``) that it calls or reads a default from,
+    besides constants shown in its help and errors it catches: a command module that
+    reaches into a library module's private helpers is doing that module's work."""
+    offenders = []
+    for path in sorted((REPO / "dataspace" / "cli").glob("*.py")):
+        if path.stem in _CLI_INTERNALS:
+            continue
+        tree = ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
+        called = _called_names(tree)
+        for module, name, local in _library_imports(tree):
+            if name not in _public_names(module):
+                offenders.append(f"{path.name}: {module}.{name} is not in its __all__")
+            elif local not in called and not _NOT_CALLED_OK.search(name):
+                offenders.append(f"{path.name}: imports {module}.{name} without calling it")
+    assert not offenders, "\n".join(offenders)

@@ -589,4 +589,4 @@ def _write_tables(out: OutFolder, data: Mapping[str, Any]) -> tuple[dict[str, st
     return uris, hrefs
 
 
-__all__ = ["ReportOutput", "build_from_sources", "build_report"]
+__all__ = ["ASSETS", "ReportOutput", "build_from_sources", "build_report"]
