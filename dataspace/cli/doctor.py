@@ -44,10 +44,9 @@ def run(args: argparse.Namespace) -> int:
         return 2
     print(f"all {len(report.checks)} checks passed{cost}")
     if args.spec:
-        from dataspace.runs.controller import pending_attempts
-        from dataspace.runs.plan import estimate_run
+        from dataspace.runs.controller import estimate_pending
 
-        for line in estimate_run(spec, pending_attempts(spec)).lines():
+        for line in estimate_pending(spec).lines():
             print(line)
     return 0
 

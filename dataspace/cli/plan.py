@@ -30,18 +30,15 @@ def add_parser(sub: Any) -> None:
 def run(args: argparse.Namespace) -> int:
     """Print the estimate of the run's pending attempts."""
     from dataspace.errors import ConfigError
-    from dataspace.runs.controller import pending_attempts
-    from dataspace.runs.plan import estimate_run
+    from dataspace.runs.controller import estimate_pending
     from dataspace.runs.spec import load_spec
 
     if not 0.0 < args.level < 1.0:
         raise ConfigError(f"--level {args.level}: give a level between 0 and 1, e.g. 0.95")
     if args.difference is not None and not 0.0 < args.difference < 100.0:
         raise ConfigError(f"--difference {args.difference}: give points between 0 and 100")
-    spec = load_spec(args.spec)
-    est = estimate_run(
-        spec,
-        pending_attempts(spec),
+    est = estimate_pending(
+        load_spec(args.spec),
         level=args.level,
         difference=args.difference / 100.0 if args.difference else None,
     )

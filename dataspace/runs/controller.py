@@ -55,7 +55,7 @@ import logging
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import asdict, dataclass, field, replace
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from dataspace.errors import (
     ConfigError,
@@ -91,6 +91,9 @@ from dataspace.runs.spec import (
 from dataspace.runs.turns import Turns, describe_turns, prestart_for
 from dataspace.runs.turns import in_flight as attempts_in_flight
 from dataspace.status import ENDPOINT_UNREACHABLE, UNFINISHED_STATUSES, AttemptStatus
+
+if TYPE_CHECKING:
+    from dataspace.runs.plan import RunEstimate
 
 logger = logging.getLogger(__name__)
 
@@ -553,6 +556,22 @@ def pending_attempts(spec: RunSpec) -> dict[str, int]:
         if not p.skip and (p.agent, p.task_id, p.attempt) not in done:
             out[p.agent] += 1
     return out
+
+
+def estimate_pending(
+    spec: RunSpec, *, level: float | None = None, difference: float | None = None
+) -> RunEstimate:
+    """What the attempts the run would start now will use.
+
+    ``dataspace.runs.plan.estimate_run`` of :func:`pending_attempts`; ``level`` and
+    ``difference`` as there (None: its defaults).
+    """
+    from dataspace.runs.plan import estimate_run
+
+    options: dict[str, Any] = {"difference": difference}
+    if level is not None:
+        options["level"] = level
+    return estimate_run(spec, pending_attempts(spec), **options)
 
 
 def _runtime_identity(spec: RunSpec) -> dict[str, Any]:
@@ -1392,6 +1411,7 @@ __all__ = [
     "PlannedAttempt",
     "RunOutcome",
     "check_agents",
+    "estimate_pending",
     "execute_run",
     "infra_by_cause",
     "pending_attempts",
