@@ -7,32 +7,27 @@ default), or with ``--check`` only reports their states. Exit 1 when one is not 
 from __future__ import annotations
 
 import argparse
-import subprocess
 import sys
 from pathlib import Path
-
-from dataspace.errors import ConfigError
 
 
 def main(argv: list[str] | None = None) -> int:
     """Install (or check) each named harness and print one line per harness."""
-    from dataspace.agents.native.install import PINS, harness_state, install_harness
+    from dataspace.agents.native.install import install_harnesses
 
     parser = argparse.ArgumentParser(prog="python -m dataspace.agents.native.install")
     parser.add_argument("names", nargs="*", help="harnesses (default: every npm-served one)")
     parser.add_argument("--from", dest="source", type=Path, help="Grok Build binary/installer")
     parser.add_argument("--check", action="store_true", help="only report the states")
     args = parser.parse_args(argv)
-    names = args.names or [n for n, p in PINS.items() if p.npm_package]
     code = 0
-    for name in names:
-        try:
-            state = harness_state(name) if args.check else install_harness(name, source=args.source)
-        except (ConfigError, subprocess.CalledProcessError) as exc:
-            print(f"{name}: error: {exc}", file=sys.stderr)
+    for out in install_harnesses(args.names, check=args.check, source=args.source):
+        if out.state is None:
+            print(f"{out.name}: error: {out.error}", file=sys.stderr)
             code = 1
             continue
-        line = f"{name} {state.pinned}: " + (
+        state = out.state
+        line = f"{out.name} {state.pinned}: " + (
             "ready" if state.ready else f"not ready ({state.problem})"
         )
         print(line)

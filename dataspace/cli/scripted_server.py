@@ -8,7 +8,6 @@ command never imports it.
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 import threading
 from collections.abc import Sequence
@@ -20,20 +19,17 @@ def main(argv: Sequence[str] | None = None) -> int:
     ``python -m dataspace.testing.scripted_server SCRIPTS.json [--port N]`` prints the base
     URL to use as the model's ``base_url``; the file maps script names to steps.
     """
-    from dataspace.testing.scripted_server import ScriptedServer
+    from dataspace.errors import ConfigError
+    from dataspace.testing.scripted_server import ScriptedServer, load_scripts
 
     parser = argparse.ArgumentParser(prog="python -m dataspace.testing.scripted_server")
     parser.add_argument("scripts", help="JSON file: script name -> list of steps")
     parser.add_argument("--port", type=int, default=0, help="port on 127.0.0.1 (default: any)")
     args = parser.parse_args(argv)
     try:
-        with open(args.scripts, encoding="utf-8") as fh:
-            scripts = json.load(fh)
-    except (OSError, ValueError) as exc:
-        print(f"error: {args.scripts}: cannot read scripts: {exc}", file=sys.stderr)
-        return 2
-    if not isinstance(scripts, dict):
-        print(f"error: {args.scripts}: expected an object of script name -> steps", file=sys.stderr)
+        scripts = load_scripts(args.scripts)
+    except ConfigError as exc:
+        print(f"error: {exc}", file=sys.stderr)
         return 2
     server = ScriptedServer(scripts)
     server.port_request = args.port

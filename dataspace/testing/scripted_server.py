@@ -51,6 +51,8 @@ from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
+from dataspace.errors import ConfigError
+
 logger = logging.getLogger(__name__)
 
 FALLBACK = "*"
@@ -499,7 +501,30 @@ class _Handler(BaseHTTPRequestHandler):
         self._send(status, headers, data)
 
 
-__all__ = ["FALLBACK", "RecordedRequest", "Reported", "ScriptedServer", "shell_call"]
+def load_scripts(path: str) -> dict[str, Any]:
+    """The scripts of a JSON file (script name -> list of steps), for serving by hand.
+
+    Raises:
+        ConfigError: the file cannot be read, is not JSON, or is not an object.
+    """
+    try:
+        with open(path, encoding="utf-8") as fh:
+            scripts = json.load(fh)
+    except (OSError, ValueError) as exc:
+        raise ConfigError(f"{path}: cannot read scripts: {exc}") from exc
+    if not isinstance(scripts, dict):
+        raise ConfigError(f"{path}: expected an object of script name -> steps")
+    return scripts
+
+
+__all__ = [
+    "FALLBACK",
+    "RecordedRequest",
+    "Reported",
+    "ScriptedServer",
+    "load_scripts",
+    "shell_call",
+]
 
 
 if __name__ == "__main__":  # the command line lives with the others, in dataspace.cli

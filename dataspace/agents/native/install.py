@@ -31,6 +31,7 @@ import subprocess
 import sys
 import tarfile
 import tempfile
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -312,6 +313,34 @@ def install_harness(name: str, *, source: Path | None = None) -> HarnessState:
             raise ConfigError(_fix(name))
         return install_grok(source)
     return install_npm(name)
+
+
+@dataclass(frozen=True, kw_only=True)
+class InstallOutcome:
+    """One harness of :func:`install_harnesses`: its state, or why it could not be had."""
+
+    name: str
+    state: HarnessState | None = None
+    error: str | None = None
+
+
+def install_harnesses(
+    names: Sequence[str] = (), *, check: bool = False, source: Path | None = None
+) -> Iterator[InstallOutcome]:
+    """Install (or with ``check`` only inspect) each harness, yielding each as it is done.
+
+    Args:
+        names: the harnesses; empty: every one a package registry serves.
+        check: report the states, install nothing.
+        source: Grok Build's binary or installer script.
+    """
+    for name in names or [n for n, p in PINS.items() if p.npm_package]:
+        try:
+            state = harness_state(name) if check else install_harness(name, source=source)
+        except (ConfigError, subprocess.CalledProcessError) as exc:
+            yield InstallOutcome(name=name, error=str(exc))
+        else:
+            yield InstallOutcome(name=name, state=state)
 
 
 if __name__ == "__main__":  # the command line lives with the others, in dataspace.cli
