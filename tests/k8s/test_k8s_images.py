@@ -125,12 +125,13 @@ def pinned_requirements(path: Path) -> dict[str, str]:
     return pins
 
 
+# the runtime's context is the harness folder build.sh assembles (``harnesses/``)
 @pytest.mark.parametrize(
     ("dockerfile", "context"),
-    [("Dockerfile.runtime", IMAGES), ("Dockerfile.controller", REPO)],
+    [("Dockerfile.runtime", None), ("Dockerfile.controller", REPO)],
 )
 def test_dockerfiles_parse_pin_their_base_and_copy_files_that_exist(
-    dockerfile: str, context: Path
+    dockerfile: str, context: Path | None
 ) -> None:
     path = IMAGES / dockerfile
     instructions = parse_dockerfile(path)
@@ -146,12 +147,18 @@ def test_dockerfiles_parse_pin_their_base_and_copy_files_that_exist(
         assert "latest" not in image
     if dockerfile == "Dockerfile.controller":
         assert re.fullmatch(r"\d{8}T\d{6}Z", args["DEBIAN_SNAPSHOT"])
-    for source in copy_sources(instructions):
-        assert (context / source).exists(), f"{dockerfile}: COPY source {source} is missing"
-    ignore = IMAGES / f"{dockerfile}.dockerignore"
-    allowed = {ln[1:] for ln in ignore.read_text().splitlines() if ln.startswith("!")}
-    for source in copy_sources(instructions):
-        assert source in allowed, f"{dockerfile}: {source} is excluded by {ignore.name}"
+    if context is None:
+        assert copy_sources(instructions) == ["harnesses"]
+        script = (IMAGES / "build.sh").read_text()
+        assert 'mkdir "$context/harnesses"' in script
+        assert '-f "$here/Dockerfile.runtime" -t "$runtime" "$context"' in script
+    else:
+        for source in copy_sources(instructions):
+            assert (context / source).exists(), f"{dockerfile}: COPY source {source} is missing"
+        ignore = IMAGES / f"{dockerfile}.dockerignore"
+        allowed = {ln[1:] for ln in ignore.read_text().splitlines() if ln.startswith("!")}
+        for source in copy_sources(instructions):
+            assert source in allowed, f"{dockerfile}: {source} is excluded by {ignore.name}"
     user = [i.args for i in instructions if i.keyword == "USER"]
     assert user and not user[-1].startswith(("0", "root")), "the image must not run as root"
 
@@ -241,12 +248,13 @@ def test_the_runtime_python_has_the_official_pins_and_generic_tools_only() -> No
     assert re.search(r"--no-deps \\\n\s*-r images/runtime-requirements.txt", dev)
     solvers = {"langchain", "llama-index", "vanna", "sqlcoder", "transformers", "torch"}
     assert not solvers & set(pins), "the runtime offers generic tools only"
-    # smolagents (and its model client) are the harness's, in a folder of their own
+    # smolagents (and its model client) are the harness's, in a folder of their own: the
+    # one dev.sh installs, which the runtime image copies and checks
     assert not {"smolagents", "openai"} & set(pins)
-    smol = next(
-        i.args for i in instructions if "smolagents-requirements" in i.args and i.keyword == "RUN"
-    )
-    assert "--no-deps" in smol and "--target /opt/dataspace/harnesses/smolagents/site" in smol
+    assert re.search(r"--no-deps \\\n\s*--target \"\$hroot/\$build/site\"", dev)
+    smol = next(i.args for i in instructions if "smolagents/site" in i.args and i.keyword == "RUN")
+    assert "PYTHONPATH=$h/smolagents/site" in smol and "${SMOLAGENTS_VERSION}" in smol
+    assert not any("pip" in i.args for i in instructions if i.keyword == "RUN")
 
 
 def test_tools_md_and_capabilities_are_the_official_ones_and_baked_with_a_manifest() -> None:

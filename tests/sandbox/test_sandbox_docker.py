@@ -9,6 +9,7 @@ Skipped, with the reason, where no Docker daemon answers or the runtime image is
 from __future__ import annotations
 
 import json
+import os
 import socket
 import subprocess
 import textwrap
@@ -116,6 +117,31 @@ def test_a_container_shows_the_agent_what_a_local_sandbox_shows(
     assert in_container.stdout.startswith("12.")
     assert "\nnumpy==" in in_container.stdout and "\nffmpeg version " in in_container.stdout
     assert in_container.stdout == in_local.stdout
+
+
+CLUSTER_IMAGE = os.environ.get("DATASPACE_K8S_IMAGE", "dataspace/runtime:dev")
+"""The cluster's runtime image as ``images/build.sh --runtime-only`` tags it."""
+
+
+def test_the_cluster_image_shows_the_agent_what_a_container_shows(
+    sandbox: DockerSandbox, workspace: Path
+) -> None:
+    """Guards the cluster's runtime image drifting from the docker backend's: built on it
+    (images/Dockerfile.runtime adds only the harnesses), a pod's container shows the agent
+    the same Debian release, tools, Python packages and workbench files."""
+    try:
+        cluster = DockerBackend(image=CLUSTER_IMAGE, sweep=False)
+        cluster.runtime_identity({}, None)
+    except SandboxError as exc:
+        pytest.skip(f"no cluster image here (images/build.sh --runtime-only builds it): {exc}")
+    with cluster.create(SandboxSpec(workspace=workspace)) as box:
+        in_cluster = box.exec(SEEN_BY_THE_AGENT, timeout=120)
+        harnesses = box.exec("ls /opt/dataspace/harnesses")
+    in_container = sandbox.exec(SEEN_BY_THE_AGENT, timeout=120)
+    assert in_cluster.exit_code == 0, in_cluster.stderr
+    assert in_cluster.stdout.startswith("12.") and "\nnumpy==" in in_cluster.stdout
+    assert in_cluster.stdout == in_container.stdout
+    assert harnesses.stdout.split() == ["claude-code", "codex", "smolagents"]
 
 
 # -- what a container keeps out ---------------------------------------------------------
