@@ -16,9 +16,10 @@ and reason) is written as ``build_report.json`` beside the release.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import logging
 import sys
-from collections.abc import Mapping
+from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -109,7 +110,7 @@ def _run(args: argparse.Namespace) -> int:
 
     spec = _build_spec(args)
     os.environ.setdefault("RAY_DEDUP_LOGS", "0")
-    if args.quiet:
+    with _progress_bar(quiet=args.quiet) as progress:
         report = build_release(
             spec,
             args.out,
@@ -117,17 +118,19 @@ def _run(args: argparse.Namespace) -> int:
             cache_dir=args.cache,
             replace=args.replace,
             ray_address=args.ray_address,
+            progress=progress,
         )
-    else:
-        report = _with_progress(spec, args)
     _print(report)
     return 0 if report.accepted else 1
 
 
-def _with_progress(spec: Any, args: argparse.Namespace) -> Any:
+@contextlib.contextmanager
+def _progress_bar(*, quiet: bool) -> Iterator[Callable[[int, int, Any], None] | None]:
+    """A progress callback drawing one bar for the build (None with ``--quiet``)."""
+    if quiet:
+        yield None
+        return
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TimeElapsedColumn
-
-    from builder.driver import build_release
 
     with Progress(
         "[progress.description]{task.description}",
@@ -143,15 +146,7 @@ def _with_progress(spec: Any, args: argparse.Namespace) -> Any:
                 handle["id"] = bar.add_task("build", total=total)
             bar.update(handle["id"], completed=done, total=total)
 
-        return build_release(
-            spec,
-            args.out,
-            workers=args.workers,
-            cache_dir=args.cache,
-            replace=args.replace,
-            ray_address=args.ray_address,
-            progress=progress,
-        )
+        yield progress
 
 
 def _print(report: Any) -> None:
