@@ -388,7 +388,6 @@ def measure_run(work: Path) -> dict[str, Any] | None:
 
         from dataspace.runs.controller import execute_run
         from dataspace.runs.spec import AgentSpec, RunSpec, SandboxConfig
-        from dataspace.sandbox.kubernetes import register
         from dataspace.testing.fake_k8s import FakeKubernetes, chroot_runtime_available
         from dataspace.testing.releases import write_tiny_release
         from dataspace.testing.s3server import TEST_CREDENTIALS, create_bucket, moto_s3_server
@@ -427,7 +426,6 @@ def measure_run(work: Path) -> dict[str, Any] | None:
                 concurrency=2,
                 sandbox=SandboxConfig(backend="kubernetes", options=options),
             )
-            register()
             os.environ["RAY_AUTH_MODE"] = "disabled"  # a loopback-only instance
             ray.init(
                 num_cpus=2,
@@ -435,7 +433,6 @@ def measure_run(work: Path) -> dict[str, Any] | None:
                 log_to_driver=False,
                 configure_logging=False,
                 _node_ip_address="127.0.0.1",
-                runtime_env={"worker_process_setup_hook": "dataspace.sandbox.kubernetes.register"},
             )
             try:
                 before = Counter(counts)

@@ -20,7 +20,7 @@ from k8s_support import IMAGE_BINDS, NAMESPACE
 from dataspace.runs.attempt import AttemptRequest, run_attempt
 from dataspace.runs.layout import RunLayout
 from dataspace.runs.spec import AgentSpec, Limits, SandboxConfig
-from dataspace.sandbox.kubernetes import BASE_PATH, register
+from dataspace.sandbox.kubernetes import BASE_PATH
 from dataspace.sandbox.workbench import manifest_identity
 from dataspace.testing.fake_k8s import RUNTIME_MANIFEST, FakeKubernetes, chroot_runtime_available
 from dataspace.testing.releases import write_tiny_release
@@ -36,7 +36,6 @@ def test_an_attempt_runs_in_a_pod_and_streams_its_files_to_s3(
     from dataspace.store import open_store
     from dataspace.testing.s3server import TEST_CREDENTIALS, create_bucket, moto_s3_server
 
-    register()
     release = write_tiny_release(tmp_path / "release", tasks=1)
     with moto_s3_server() as endpoint, FakeKubernetes(image_binds=IMAGE_BINDS) as fake:
         create_bucket(endpoint, "bench")

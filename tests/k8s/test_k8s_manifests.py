@@ -39,6 +39,7 @@ from dataspace.testing.fake_k8s.policy import ApiPolicy, pod_security_violations
 K8S_VERSION = "1.32.0"
 K8S = Path(__file__).resolve().parents[2] / "k8s"
 OVERLAYS = ["small", "large"]
+SANDBOX_UID = 65532  # the runtime image's sandbox user (images/Dockerfile.runtime)
 
 
 def validate(doc: dict[str, Any], where: str) -> None:
@@ -225,12 +226,7 @@ def test_the_run_spec_of_each_deployment_is_valid_and_its_pods_validate(overlay:
         output_bytes=spec.limits.output_bytes,
         tmp_bytes=spec.limits.tmp_bytes,
     )
-    template = PodTemplate(
-        namespace=options.namespace,
-        image=options.image,
-        helper_argv=helper_argv(),
-        image_pull_policy=options.image_pull_policy,
-    )
+    template = PodTemplate.from_options(options, helper_argv=helper_argv(), uid=SANDBOX_UID)
     docs = render(overlay)
     claims = [
         d
@@ -300,17 +296,19 @@ LIMITS = Limits(
     output_bytes=4 * 1024**3,
     tmp_bytes=2 * 1024**3,
 )
-FULL_TEMPLATE = PodTemplate(
-    namespace="dataspace-sandboxes",
-    image="ghcr.io/dataspace-bench/runtime:1.0.0",
+FULL_TEMPLATE = PodTemplate.from_options(
+    KubernetesOptions(
+        namespace="dataspace-sandboxes",
+        image="ghcr.io/dataspace-bench/runtime:1.0.0",
+        tmp_medium="Memory",
+        node_selector={"pool": "sandboxes"},
+        tolerations=[{"key": "sandbox", "operator": "Exists", "effect": "NoSchedule"}],
+        runtime_class="gvisor",
+        priority_class="dataspace-sandbox",
+        image_pull_secrets=["regcred"],
+    ),
     helper_argv=helper_argv(),
     uid=200123,
-    tmp_medium="Memory",
-    node_selector={"pool": "sandboxes"},
-    tolerations=[{"key": "sandbox", "operator": "Exists", "effect": "NoSchedule"}],
-    runtime_class="gvisor",
-    priority_class="dataspace-sandbox",
-    image_pull_secrets=["regcred"],
     extra_annotations={"dataspace.io/controller": "worker-1"},
 )
 

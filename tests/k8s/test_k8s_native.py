@@ -33,7 +33,7 @@ from k8s_support import IMAGE_BINDS, make_backend
 
 from dataspace.agents.native.install import PINS, harness_root, harness_state
 from dataspace.sandbox.base import Limits, SandboxSpec
-from dataspace.sandbox.kubernetes import RELAY_PORTS, KubernetesOptions, register
+from dataspace.sandbox.kubernetes import RELAY_PORTS, KubernetesOptions
 from dataspace.testing.fake_k8s import (
     RUNTIME_MANIFEST,
     FakeKubernetes,
@@ -310,7 +310,6 @@ def test_a_real_cli_solves_a_task_in_a_pod(
     state = harness_state(harness)
     if not state.ready:
         pytest.skip(f"{harness} {state.pinned} is not installed ({state.problem}); {state.fix}")
-    register()
     monkeypatch.setenv(KEY_ENV, SECRET)
     release = write_tiny_release(tmp_path / "release", tasks=1)
     gold = Release(release).gold_path("task_1").read_bytes()

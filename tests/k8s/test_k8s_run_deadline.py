@@ -24,7 +24,7 @@ from k8s_support import IMAGE_BINDS, NAMESPACE
 from dataspace.llm.models import ModelSpec
 from dataspace.runs.attempt import AttemptRequest, run_attempt
 from dataspace.runs.spec import AgentSpec, Limits, SandboxConfig
-from dataspace.sandbox.kubernetes import BASE_PATH, register
+from dataspace.sandbox.kubernetes import BASE_PATH
 from dataspace.status import AttemptStatus
 from dataspace.testing.fake_k8s import FakeKubernetes, chroot_runtime_available
 from dataspace.testing.releases import write_tiny_release
@@ -44,7 +44,6 @@ def test_a_pod_past_its_deadline_ends_the_attempt_once_as_the_agents_outcome(
     a Running pod and the attempt ended ``infrastructure_error`` (k8s_api) and ran again."""
     if not chroot_runtime_available():
         pytest.skip("the fake cluster runs containers in mount namespaces: needs root and unshare")
-    register()
     monkeypatch.setenv(KEY_ENV, "sk-scripted-not-a-real-key")
     release = write_tiny_release(tmp_path / "release", tasks=1)
     limits = Limits(model_turns=10, wall_seconds=120, command_timeout=60, cpus=1)

@@ -30,7 +30,7 @@ from dataspace.runs.layout import RunLayout
 from dataspace.runs.spec import AgentSpec, Limits, SandboxConfig
 from dataspace.sandbox.base import Limits as SandboxLimits
 from dataspace.sandbox.base import PreflightRequest, SandboxSpec
-from dataspace.sandbox.kubernetes import BASE_PATH, register
+from dataspace.sandbox.kubernetes import BASE_PATH
 from dataspace.sandbox.kubernetes._staging import CLAIM_LABEL, CONTROLLER_PATH_ANNOTATION
 from dataspace.store import open_store
 from dataspace.testing.fake_k8s import FakeKubernetes, chroot_runtime_available
@@ -99,7 +99,6 @@ def test_a_labelled_claim_is_used_by_default_and_no_workspace_crosses_the_api(
 ) -> None:
     if not chroot_runtime_available():
         pytest.skip("the fake cluster mounts volumes in mount namespaces: needs root and unshare")
-    register()
     release = write_tiny_release(tmp_path / "release", tasks=1)
     context = release / "input" / "task_1" / "context"
     size = sum(p.stat().st_size for p in context.rglob("*") if p.is_file())

@@ -23,7 +23,6 @@ from dataspace.sandbox.kubernetes.backend import (
     KubernetesSandbox,
     PodFailedError,
     extract_outputs,
-    register,
     workspace_mount,
 )
 
@@ -39,6 +38,5 @@ __all__ = [
     "KubernetesSandbox",
     "PodFailedError",
     "extract_outputs",
-    "register",
     "workspace_mount",
 ]

@@ -202,9 +202,29 @@ class StreamedWorkspace:
     stage_timeout: float = 600.0
 
 
+_FROM_OPTIONS = (
+    "namespace",
+    "image",
+    "deadline_grace",
+    "tmp_medium",
+    "image_pull_policy",
+    "node_selector",
+    "tolerations",
+    "runtime_class",
+    "priority_class",
+    "image_pull_secrets",
+    "host_users",
+    "seccomp_profile",
+)
+"""The fields of a pod template that are the backend's options of the same name."""
+
+
 @dataclass(frozen=True, kw_only=True)
 class PodTemplate:
     """Everything of a sandbox pod that does not come from the sandbox spec.
+
+    Made by :meth:`from_options`: the fields named as the backend's options take their
+    values (and defaults) from ``KubernetesOptions``.
 
     Attributes:
         namespace: the sandbox namespace.
@@ -224,18 +244,35 @@ class PodTemplate:
     namespace: str
     image: str
     helper_argv: Sequence[str]
-    uid: int = 65532
-    deadline_grace: float = 300.0
-    tmp_medium: str = ""
-    image_pull_policy: str = "IfNotPresent"
-    node_selector: Mapping[str, str] = field(default_factory=dict)
-    tolerations: Sequence[Mapping[str, Any]] = ()
-    runtime_class: str | None = None
-    priority_class: str | None = None
-    image_pull_secrets: Sequence[str] = ()
-    host_users: bool | None = None
-    seccomp_profile: str | None = None
+    uid: int
+    deadline_grace: float
+    tmp_medium: str
+    image_pull_policy: str
+    node_selector: Mapping[str, str]
+    tolerations: Sequence[Mapping[str, Any]]
+    runtime_class: str | None
+    priority_class: str | None
+    image_pull_secrets: Sequence[str]
+    host_users: bool | None
+    seccomp_profile: str | None
     extra_annotations: Mapping[str, str] = field(default_factory=dict)
+
+    @classmethod
+    def from_options(
+        cls,
+        options: Any,
+        *,
+        helper_argv: Sequence[str],
+        uid: int,
+        extra_annotations: Mapping[str, str] | None = None,
+    ) -> PodTemplate:
+        """The template of the backend's ``options`` (a ``KubernetesOptions``)."""
+        return cls(
+            helper_argv=helper_argv,
+            uid=uid,
+            extra_annotations=dict(extra_annotations or {}),
+            **{name: getattr(options, name) for name in _FROM_OPTIONS},
+        )
 
 
 def pod_manifest(

@@ -233,21 +233,10 @@ class KubernetesBackend(SandboxBackend):
     def pod_template(self, uid: int) -> PodTemplate:
         """What every sandbox pod of this backend shares (``uid``: its sandbox user)."""
         opts = self.options
-        return PodTemplate(
-            namespace=opts.namespace,
-            image=opts.image,
+        return PodTemplate.from_options(
+            opts,
             helper_argv=helper_argv(opts.python),
             uid=uid,
-            deadline_grace=opts.deadline_grace,
-            tmp_medium=opts.tmp_medium,
-            image_pull_policy=opts.image_pull_policy,
-            node_selector=opts.node_selector,
-            tolerations=opts.tolerations,
-            runtime_class=opts.runtime_class,
-            priority_class=opts.priority_class,
-            image_pull_secrets=opts.image_pull_secrets,
-            host_users=opts.host_users,
-            seccomp_profile=opts.seccomp_profile,
             extra_annotations={"dataspace.io/controller": socket.gethostname()},
         )
 
@@ -1144,18 +1133,6 @@ def workspace_mount(
     return VolumeWorkspace(volume=volume, sub_path=sub_path, node=node)
 
 
-def register() -> None:
-    """Register this backend as ``kubernetes`` in the sandbox registry (idempotent).
-
-    Usable as a Ray ``worker_process_setup_hook`` (``"dataspace.sandbox.kubernetes.register"``)
-    where the registry does not name the backend yet.
-    """
-    from dataspace import sandbox
-
-    if "kubernetes" not in sandbox.backend_names():
-        sandbox.register_backend("kubernetes", KubernetesBackend)
-
-
 __all__ = [
     "BASE_PATH",
     "DEFAULT_IMAGE",
@@ -1168,6 +1145,5 @@ __all__ = [
     "KubernetesSandbox",
     "PodFailedError",
     "extract_outputs",
-    "register",
     "workspace_mount",
 ]
