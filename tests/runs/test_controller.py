@@ -2,37 +2,20 @@ import dataclasses
 import json
 
 import pytest
+from run_specs import gold_spec
 
 from dataspace.errors import ConfigError, SpecChangedError
 from dataspace.llm.models import ModelSpec
 from dataspace.runs.controller import execute_run, plan_attempts
 from dataspace.runs.results import read_results
-from dataspace.runs.spec import AgentSpec, Limits, RunSpec, SandboxConfig
+from dataspace.runs.spec import AgentSpec, Limits
 from dataspace.store import open_store
-from dataspace.testing.releases import write_tiny_release
 
 pytestmark = [pytest.mark.ray, pytest.mark.sandbox, pytest.mark.integration]
 
 
-def _spec(tmp_path, **kw):
-    rel = tmp_path / "rel"
-    if not rel.exists():
-        write_tiny_release(rel, tasks=3)
-    base = dict(
-        run_id="t1",
-        release=str(rel),
-        store=f"file://{tmp_path / 'store'}",
-        agents=(AgentSpec(name="gold", harness="gold"),),
-        limits=Limits(memory_bytes=512 * 1024**2),
-        sandbox=SandboxConfig(),
-        concurrency=2,
-    )
-    base.update(kw)
-    return RunSpec(**base)
-
-
 def test_gold_run_scores_everything_and_resumes(tmp_path, ray_local):
-    spec = _spec(tmp_path, attempts=2)
+    spec = gold_spec(tmp_path, attempts=2)
     seen = []
     out = execute_run(spec, progress=seen.append)
     assert out.executed == 6 and out.skipped == 0, (
@@ -86,23 +69,23 @@ def test_gold_run_scores_everything_and_resumes(tmp_path, ray_local):
 
 
 def test_changed_spec_under_the_same_run_id_is_refused(tmp_path, ray_local):
-    execute_run(_spec(tmp_path, tasks=("task_1",)))
-    changed = _spec(
+    execute_run(gold_spec(tmp_path, tasks=("task_1",)))
+    changed = gold_spec(
         tmp_path, tasks=("task_1",), limits=Limits(model_turns=5, memory_bytes=512 * 1024**2)
     )
     with pytest.raises(SpecChangedError, match=r"limits\.model_turns"):
         execute_run(changed)
     # speed settings are not part of the identity
-    faster = dataclasses.replace(_spec(tmp_path, tasks=("task_1",)), concurrency=1)
+    faster = dataclasses.replace(gold_spec(tmp_path, tasks=("task_1",)), concurrency=1)
     assert execute_run(faster).skipped == 1
 
 
 def test_attempt_keys_cover_what_decides_results(tmp_path):
-    a = plan_attempts(_spec(tmp_path), ["task_1"])[0].key
-    b = plan_attempts(_spec(tmp_path, limits=Limits(tool_actions=3)), ["task_1"])[0].key
-    c = plan_attempts(_spec(tmp_path, limits=Limits(cpus=2)), ["task_1"])[0].key
+    a = plan_attempts(gold_spec(tmp_path), ["task_1"])[0].key
+    b = plan_attempts(gold_spec(tmp_path, limits=Limits(tool_actions=3)), ["task_1"])[0].key
+    c = plan_attempts(gold_spec(tmp_path, limits=Limits(cpus=2)), ["task_1"])[0].key
     assert len({a, b, c}) == 3
-    assert plan_attempts(_spec(tmp_path, concurrency=7), ["task_1"])[0].key == a
+    assert plan_attempts(gold_spec(tmp_path, concurrency=7), ["task_1"])[0].key == a
 
 
 @pytest.mark.parametrize(
@@ -123,7 +106,7 @@ def test_attempt_keys_cover_what_decides_results(tmp_path):
 )
 def test_bad_agents_fail_before_any_attempt(tmp_path, agent, needle):
     with pytest.raises(ConfigError) as ei:
-        execute_run(_spec(tmp_path, agents=(agent,)))
+        execute_run(gold_spec(tmp_path, agents=(agent,)))
     assert needle in str(ei.value) and "agent 'x'" in str(ei.value)
     assert not (tmp_path / "store").exists()
 
@@ -131,7 +114,7 @@ def test_bad_agents_fail_before_any_attempt(tmp_path, agent, needle):
 def test_agents_differing_only_by_name_get_their_own_attempts(tmp_path):
     """Guards attempt keys: two agents with the same harness and model collided."""
     model = ModelSpec(id="m", base_url="http://127.0.0.1:1/v1")
-    spec = _spec(
+    spec = gold_spec(
         tmp_path,
         agents=(
             AgentSpec(name="a", harness="dataspace-agent", model=model),
@@ -151,11 +134,11 @@ def test_prices_and_pace_do_not_change_identity_or_keys(tmp_path):
         model=dataclasses.replace(model, price_input=9.0, max_concurrency=1, connect_timeout=3),
         settings={"x": 1, "retry": {"max_retries": 2}},
     )
-    s1 = _spec(tmp_path, agents=(agent,))
-    s2 = _spec(tmp_path, agents=(paced,), concurrency=9, max_infra_retries=0, fail_fast_after=1)
+    s1 = gold_spec(tmp_path, agents=(agent,))
+    s2 = gold_spec(tmp_path, agents=(paced,), concurrency=9, max_infra_retries=0, fail_fast_after=1)
     assert s1.identity("r") == s2.identity("r")
     assert plan_attempts(s1, ["task_1"]) == plan_attempts(s2, ["task_1"])
-    moved = _spec(
+    moved = gold_spec(
         tmp_path, agents=(dataclasses.replace(agent, model=dataclasses.replace(model, id="n")),)
     )
     from dataspace.runs.spec import diff_identity

@@ -11,12 +11,13 @@ import threading
 import time
 
 import pytest
+from run_specs import gold_spec
 
 from dataspace.runs import attempt as attempt_mod
 from dataspace.runs import turns as turns_mod
 from dataspace.runs.attempt import AttemptRequest, run_attempt
 from dataspace.runs.controller import execute_run
-from dataspace.runs.spec import AgentSpec, Limits, RunSpec, SandboxConfig, parse_spec
+from dataspace.runs.spec import parse_spec
 from dataspace.runs.turns import Turns
 from dataspace.store import open_store
 from dataspace.testing.releases import write_tiny_release
@@ -25,21 +26,7 @@ pytestmark = [pytest.mark.ray, pytest.mark.sandbox, pytest.mark.integration]
 
 
 def _spec(tmp_path, **kw):
-    rel = tmp_path / "rel"
-    if not rel.exists():
-        write_tiny_release(rel, tasks=3)
-    base = dict(
-        run_id="turns",
-        release=str(rel),
-        store=f"file://{tmp_path / 'store'}",
-        agents=(AgentSpec(name="gold", harness="gold"),),
-        limits=Limits(memory_bytes=512 * 1024**2),
-        sandbox=SandboxConfig(),
-        concurrency=1,
-        prestart=2,
-    )
-    base.update(kw)
-    return RunSpec(**base)
+    return gold_spec(tmp_path, **{"run_id": "turns", "concurrency": 1, "prestart": 2, **kw})
 
 
 def test_a_run_with_sandboxes_prepared_ahead_never_runs_more_agents_than_turns(tmp_path, ray_local):
