@@ -252,7 +252,9 @@ Builtins only."""
 @functools.cache
 def helper_argv() -> tuple[str, ...]:
     """The argv prefix that runs the file helper (``_inside.py``) with the image's python3."""
-    source = (Path(__file__).parent / "_inside.py").read_bytes()
+    from dataspace.sandbox._outputfs import sandbox_program
+
+    source = sandbox_program(Path(__file__).parent / "_inside.py").encode()
     packed = base64.b64encode(zlib.compress(source, 9)).decode()
     boot = f"import base64,zlib;exec(zlib.decompress(base64.b64decode('{packed}')))"
     return ("python3", "-I", "-S", "-c", boot)

@@ -1,10 +1,11 @@
 """The docker backend's file helper, run inside a container (standard library only).
 
-Run as the sandbox user by ``docker exec CONTAINER python3 -I -S -c <this file> OP ARGS``
-(``ARGS`` is JSON); it answers on stdout with one JSON line, then the payload that line
-announces. Every path is walked from ``/output`` one component at a time with
-``O_NOFOLLOW``, so no symbolic link is ever followed; failures answer
-``{"ok": false, "errno": N, "message": ...}``.
+Run as the sandbox user by ``docker exec CONTAINER python3 -I -S -c <program> OP ARGS``
+(``ARGS`` is JSON; the program is this file after ``dataspace/sandbox/_outputfs.py``, the
+file operations the kubernetes backend's helper shares); it answers on stdout with one
+JSON line, then the payload that line announces. Every path is walked from ``/output``
+one component at a time with ``O_NOFOLLOW``, so no symbolic link is ever followed;
+failures answer ``{"ok": false, "errno": N, "message": ...}``.
 
 Operations:
     ``read``     a regular file's bytes (``parts``; at most ``max_bytes``, else EFBIG).
@@ -14,17 +15,15 @@ Operations:
                  JSON line on stderr: entries seen, and what was skipped, why.
 """
 
-import contextlib
 import errno
 import json
 import os
-import stat
 import sys
 import tarfile
 
+from _outputfs import DIR_FLAGS, open_dir, open_file, read_file, write_file
+
 OUTPUT = "/output"
-_DIR = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
-_FILE = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
 _MAX_DEPTH = 64
 
 
@@ -35,98 +34,16 @@ def answer(header, payload=b""):
     out.flush()
 
 
-def open_dir(name, fd):
-    try:
-        return os.open(name, _DIR, dir_fd=fd)
-    except OSError as exc:
-        if exc.errno in (errno.ELOOP, errno.ENOTDIR):
-            raise PermissionError(
-                errno.EACCES, f"{name}: not a folder (links are not followed)"
-            ) from None
-        raise
-
-
-def walk_parent(parts, create):
-    fd = os.open(OUTPUT, _DIR)
-    try:
-        for name in parts[:-1]:
-            try:
-                sub = open_dir(name, fd)
-            except FileNotFoundError:
-                if not create:
-                    raise
-                os.mkdir(name, 0o755, dir_fd=fd)
-                sub = open_dir(name, fd)
-            os.close(fd)
-            fd = sub
-        return fd
-    except BaseException:
-        os.close(fd)
-        raise
-
-
-def open_file(name, dir_fd):
-    try:
-        fd = os.open(name, _FILE, dir_fd=dir_fd)
-    except OSError as exc:
-        if exc.errno == errno.ELOOP:
-            raise PermissionError(errno.EACCES, f"{name}: is a symbolic link") from None
-        raise
-    mode = os.fstat(fd).st_mode
-    if stat.S_ISREG(mode):
-        return fd
-    os.close(fd)
-    if stat.S_ISDIR(mode):
-        raise IsADirectoryError(errno.EISDIR, f"{name}: is a folder")
-    raise PermissionError(errno.EACCES, f"{name}: not a regular file")
-
-
 def op_read(args):
-    parts, limit = args["parts"], int(args["max_bytes"])
-    if not parts:
-        raise IsADirectoryError(errno.EISDIR, "the output folder itself")
-    parent = walk_parent(parts, create=False)
-    try:
-        fd = open_file(parts[-1], parent)
-    finally:
-        os.close(parent)
-    with os.fdopen(fd, "rb") as handle:
-        data = handle.read(limit + 1)
-    if len(data) > limit:
-        raise OSError(errno.EFBIG, f"larger than {limit} bytes")
+    data = read_file(OUTPUT, args["parts"], int(args["max_bytes"]))
     answer({"ok": True, "size": len(data)}, data)
 
 
 def op_write(args):
-    parts = args["parts"]
-    if not parts:
+    if not args["parts"]:
         raise IsADirectoryError(errno.EISDIR, "the output folder itself")
     data = sys.stdin.buffer.read()
-    parent = walk_parent(parts, create=True)
-    try:
-        try:
-            info = os.stat(parts[-1], dir_fd=parent, follow_symlinks=False)
-        except FileNotFoundError:
-            info = None
-        if info is not None and stat.S_ISLNK(info.st_mode):
-            raise PermissionError(errno.EACCES, f"{parts[-1]}: is a symbolic link")
-        if info is not None and stat.S_ISDIR(info.st_mode):
-            raise IsADirectoryError(errno.EISDIR, f"{parts[-1]}: is a folder")
-        if info is not None and not stat.S_ISREG(info.st_mode):
-            raise PermissionError(errno.EACCES, f"{parts[-1]}: not a regular file")
-        tmp = f".dsx-write-{os.getpid()}"
-        flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
-        fd = os.open(tmp, flags, 0o644, dir_fd=parent)
-        try:
-            with os.fdopen(fd, "wb") as handle:
-                handle.write(data)
-            os.rename(tmp, parts[-1], src_dir_fd=parent, dst_dir_fd=parent)
-        except BaseException:
-            with contextlib.suppress(OSError):
-                os.unlink(tmp, dir_fd=parent)
-            raise
-    finally:
-        os.close(parent)
+    write_file(OUTPUT, args["parts"], data)
     answer({"ok": True, "size": len(data)})
 
 
@@ -205,7 +122,7 @@ class Collect:
 def op_collect(args):
     with tarfile.open(fileobj=sys.stdout.buffer, mode="w|", format=tarfile.PAX_FORMAT) as tar:
         walk = Collect(args, tar)
-        root = os.open(OUTPUT, _DIR)
+        root = os.open(OUTPUT, DIR_FLAGS)
         try:
             walk.walk(root, [])
         finally:

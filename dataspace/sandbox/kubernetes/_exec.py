@@ -35,7 +35,9 @@ def helper_argv(python: str = "python3") -> tuple[str, ...]:
 
     The helper's source travels compressed in the argv, so the image needs nothing of ours.
     """
-    source = (Path(__file__).parent / "_helper.py").read_bytes()
+    from dataspace.sandbox._outputfs import sandbox_program
+
+    source = sandbox_program(Path(__file__).parent / "_helper.py").encode()
     packed = base64.b64encode(zlib.compress(source, 9)).decode()
     boot = f"import base64,zlib;exec(zlib.decompress(base64.b64decode('{packed}')))"
     return (python, "-c", boot)

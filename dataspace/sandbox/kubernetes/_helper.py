@@ -1,7 +1,9 @@
 """The in-pod helper of the ``kubernetes`` sandbox backend (standard library only).
 
 The controller never relies on tools of the image beyond ``python3``: every operation on a
-sandbox pod is one exec of ``python3 -c <this file, compressed> <op> <base64 JSON args>``.
+sandbox pod is one exec of ``python3 -c <this file, compressed> <op> <base64 JSON args>``
+(after ``dataspace/sandbox/_outputfs.py``, the file operations the docker backend's
+helper shares).
 The helper answers on stdout with one frame, ``DSX1`` + a 4-byte big-endian header length
 + a JSON header + the payload bytes the header announces, so the controller can tell the
 helper's own report from the command's output and can cap what crosses the API server.
@@ -45,11 +47,13 @@ import tarfile
 import threading
 import time
 
+from _outputfs import DIR_FLAGS as _DIR
+from _outputfs import FILE_FLAGS as _FILE
+from _outputfs import read_file, write_file
+
 ROOT = os.environ.get("DS_SANDBOX_ROOT", "/")
 STAGED_MARKER = "/stage/staged"
 MAGIC = b"DSX1"
-_DIR = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
-_FILE = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
 _CHUNK = 1 << 16
 
 
@@ -362,32 +366,6 @@ def op_run(args):
 # ---- files under /output ------------------------------------------------------------------
 
 
-def walk_parent(parts, create):
-    """An fd of the folder holding ``parts[-1]`` under the output folder, links refused."""
-    fd = os.open(host("/output"), _DIR)
-    try:
-        for name in parts[:-1]:
-            try:
-                nxt = os.open(name, _DIR, dir_fd=fd)
-            except FileNotFoundError:
-                if not create:
-                    raise
-                os.mkdir(name, 0o755, dir_fd=fd)
-                nxt = os.open(name, _DIR, dir_fd=fd)
-            except OSError as exc:
-                if exc.errno in (errno.ELOOP, errno.ENOTDIR):
-                    raise PermissionError(
-                        errno.EACCES, f"{name}: not a folder (links are not followed)"
-                    ) from None
-                raise
-            os.close(fd)
-            fd = nxt
-        return fd
-    except BaseException:
-        os.close(fd)
-        raise
-
-
 def emit_bounded(data, limit):
     """Send ``data`` read with ``limit + 1`` bytes asked for, or EFBIG when it is larger."""
     if len(data) > limit:
@@ -398,28 +376,13 @@ def emit_bounded(data, limit):
 
 
 def op_read(args):
-    parts, limit = args["parts"], int(args["max_bytes"])
     try:
-        parent = walk_parent(parts, create=False)
-        try:
-            fd = os.open(parts[-1], _FILE, dir_fd=parent)
-        except OSError as exc:
-            if exc.errno == errno.ELOOP:
-                raise PermissionError(errno.EACCES, "is a symbolic link") from None
-            raise
-        finally:
-            os.close(parent)
-        with os.fdopen(fd, "rb") as handle:
-            mode = os.fstat(fd).st_mode
-            if stat.S_ISDIR(mode):
-                raise IsADirectoryError(errno.EISDIR, "is a folder")
-            if not stat.S_ISREG(mode):
-                raise PermissionError(errno.EACCES, "not a regular file")
-            data = handle.read(limit + 1)
+        data = read_file(host("/output"), args["parts"], int(args["max_bytes"]))
     except OSError as exc:
         emit(fail(exc))
         return 0
-    return emit_bounded(data, limit)
+    emit({"ok": True, "size": len(data)}, data)
+    return 0
 
 
 def op_image_file(args):
@@ -444,30 +407,7 @@ def op_write(args):
         emit({"ok": False, "errno": errno.EIO, "message": "input cut short"})
         return 0
     try:
-        parent = walk_parent(parts, create=True)
-        try:
-            try:
-                info = os.stat(parts[-1], dir_fd=parent, follow_symlinks=False)
-            except FileNotFoundError:
-                info = None
-            if info is not None and stat.S_ISLNK(info.st_mode):
-                raise PermissionError(errno.EACCES, "is a symbolic link")
-            if info is not None and stat.S_ISDIR(info.st_mode):
-                raise IsADirectoryError(errno.EISDIR, "is a folder")
-            tmp = f".ds-write-{os.getpid()}"
-            fd = os.open(
-                tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o644, dir_fd=parent
-            )
-            try:
-                with os.fdopen(fd, "wb") as handle:
-                    handle.write(data)
-                os.rename(tmp, parts[-1], src_dir_fd=parent, dst_dir_fd=parent)
-            except BaseException:
-                with contextlib.suppress(OSError):
-                    os.unlink(tmp, dir_fd=parent)
-                raise
-        finally:
-            os.close(parent)
+        write_file(host("/output"), parts, data)
     except OSError as exc:
         emit(fail(exc))
         return 0
