@@ -7,9 +7,12 @@ the sandboxes' commands are its children, the model server's CPU is shown apart.
 1. Overhead per model turn, model latency excluded: a scripted model (no latency) answers
    turns without tool calls (pure loop: request build, HTTP, metering, trace, reminder) and
    turns with one ``bash true`` (plus the tool path and a sandbox exec). Printed: the wall
-   time per turn outside the model's HTTP round trip, and the controller's CPU per turn
-   (this process, all threads; the command's own processes are not in it), medians of
-   ``--repeat`` attempts.
+   time per turn outside the model's HTTP round trip; of it, the sandbox commands' own
+   wall time (from their start to their exit, as the trace's tool results record it: on a
+   loaded host mostly the wait for the sandbox's CPU share) and the rest (the controller's
+   part); the controller's CPU per turn (this process, all threads; the command's own
+   processes are not in it) and the commands' CPU per turn. Medians of ``--repeat``
+   attempts; the CPU figures include the sandbox's creation and removal.
 2. Concurrent attempts with a ``--latency`` scripted model: N attempts in threads of one
    controller process, each in its own local sandbox doing ``--turns`` tool turns; prints
    the mean turn time, its slowdown against N=1, throughput, the mean model round trip
@@ -20,8 +23,10 @@ the sandboxes' commands are its children, the model server's CPU is shown apart.
    N=1.
 
 Usage: python scripts/bench_agent.py [--turns 20] [--levels 1,2,4,8,16,32] [--latency 0.2]
-       [--repeat 3] [--server-procs 2] [--skip-overhead]
+       [--repeat 3] [--server-procs 2] [--protocol official] [--skip-overhead]
 e.g. the many-attempts figure: --latency 2 --levels 1,64,128,256 --turns 10
+``--protocol extended`` runs the agent under the extended profile (commands under
+``bash -c`` instead of the official ``bash -lc``, among its other rules).
 """
 
 from __future__ import annotations
@@ -39,6 +44,7 @@ import time
 from pathlib import Path
 
 from dataspace.agents import AgentContext, AgentLimits, get_agent
+from dataspace.agents.protocol import PROFILES
 from dataspace.llm.models import ModelSpec
 from dataspace.release import TaskInput
 from dataspace.sandbox import Limits, SandboxSpec, get_backend
@@ -122,10 +128,11 @@ def _cpu() -> tuple[float, float]:
     return me.ru_utime + me.ru_stime, kids.ru_utime + kids.ru_stime
 
 
-def _attempt(backend, ws: Path, url: str, task_id: str, turns: int) -> dict:
+def _attempt(backend, ws: Path, url: str, task_id: str, turns: int, protocol: str) -> dict:
     limits = AgentLimits(model_turns=turns + 5, tool_actions=turns + 5, wall_seconds=3600)
     sb = backend.create(SandboxSpec(workspace=ws, limits=Limits(cpus=1, wall_seconds=3700)))
-    ev = EventLog(Path(tempfile.mkdtemp(prefix="bench-agent-ev-")) / "events.jsonl")
+    trace = Path(tempfile.mkdtemp(prefix="bench-agent-ev-")) / "events.jsonl"
+    ev = EventLog(trace)
     try:
         model = ModelSpec(id="bench", base_url=url, key_env=KEY_ENV, max_concurrency=1024)
         ctx = AgentContext(
@@ -134,7 +141,7 @@ def _attempt(backend, ws: Path, url: str, task_id: str, turns: int) -> dict:
             limits=limits,
             events=ev,
             deadline=time.monotonic() + 3600,
-            settings={"model": model},
+            settings={"model": model, "protocol": protocol},
         )
         t0 = time.perf_counter()
         r = get_agent("dataspace-agent").run(ctx)
@@ -143,33 +150,49 @@ def _attempt(backend, ws: Path, url: str, task_id: str, turns: int) -> dict:
         ev.close()
         sb.close()
     assert r.end_state == "submitted", r
-    return {"wall": wall, "turns": r.model_turns, "model": r.usage.model_seconds}
+    commands = 0.0
+    for line in trace.read_text(encoding="utf-8").splitlines():
+        event = json.loads(line)
+        if event["type"] == "tool_result":
+            commands += event["result"].get("duration_seconds") or 0.0
+    return {
+        "wall": wall,
+        "turns": r.model_turns,
+        "model": r.usage.model_seconds,
+        "commands": commands,
+    }
 
 
-def overhead(backend, turns: int, repeat: int) -> None:
+def overhead(backend, turns: int, repeat: int, protocol: str) -> None:
     print(
         f"== controller overhead per model turn (scripted model, no latency, {turns} turns, "
-        f"median of {repeat})"
+        f"median of {repeat}, protocol {protocol}, load average "
+        + " ".join(f"{x:.1f}" for x in os.getloadavg())
+        + ")"
     )
     for tools in (False, True):
         server = ModelServer({"task_1": _script(turns, tools=tools)}, 0.0)
         try:
-            _attempt(backend, _workspace(), server.url, "task_1", turns)  # warm-up
-            per, model, cpu, kids = [], [], [], []
+            _attempt(backend, _workspace(), server.url, "task_1", turns, protocol)  # warm-up
+            per, cmds, model, cpu, kids = [], [], [], [], []
             for _ in range(repeat):
                 c0, k0 = _cpu()
-                r = _attempt(backend, _workspace(), server.url, "task_1", turns)
+                r = _attempt(backend, _workspace(), server.url, "task_1", turns, protocol)
                 c1, k1 = _cpu()
                 per.append((r["wall"] - r["model"]) / r["turns"] * 1000)
+                cmds.append(r["commands"] / r["turns"] * 1000)
                 model.append(r["model"] / r["turns"] * 1000)
                 cpu.append((c1 - c0) / r["turns"] * 1000)
                 kids.append((k1 - k0) / r["turns"] * 1000)
         finally:
             server.close()
         kind = "bash true + observation" if tools else "no tool call (reminder)"
+        rest = [p - c for p, c in zip(per, cmds, strict=True)]
         print(
             f"  {kind:26s} overhead/turn median {statistics.median(per):7.2f} ms "
-            f"(min {min(per):.2f}); controller CPU/turn {statistics.median(cpu):6.2f} ms; "
+            f"(min {min(per):.2f}): commands' wall {statistics.median(cmds):6.2f} ms, "
+            f"outside the commands {statistics.median(rest):6.2f} ms; "
+            f"controller CPU/turn {statistics.median(cpu):6.2f} ms; "
             f"commands' CPU/turn {statistics.median(kids):5.2f} ms; "
             f"model HTTP round trip {statistics.median(model):.2f} ms"
         )
@@ -213,9 +236,12 @@ def _status() -> tuple[int, int]:
     return rss, threads
 
 
-def concurrency(backend, levels: list[int], turns: int, latency: float, server_procs: int) -> None:
+def concurrency(
+    backend, levels: list[int], turns: int, latency: float, server_procs: int, protocol: str
+) -> None:
     print(
         f"== concurrent attempts, scripted model latency {latency * 1000:.0f} ms, "
+        f"protocol {protocol}, "
         f"{turns} tool turns each, {os.cpu_count()} CPUs, load average "
         + " ".join(f"{x:.1f}" for x in os.getloadavg())
     )
@@ -226,7 +252,7 @@ def concurrency(backend, levels: list[int], turns: int, latency: float, server_p
     )
     warm = ModelServer({"task_1": _script(2, tools=True)}, 0.0)
     try:  # the first attempt of a process imports the model client: not a level's cost
-        _attempt(backend, _workspace(), warm.url, "task_1", 2)
+        _attempt(backend, _workspace(), warm.url, "task_1", 2, protocol)
     finally:
         warm.close()
     base = None
@@ -247,7 +273,7 @@ def concurrency(backend, levels: list[int], turns: int, latency: float, server_p
 
             def one(i: int, ws: Path = ws, out: list = out, lock: threading.Lock = lock) -> None:
                 url = servers[(i - 1) % server_procs].url
-                r = _attempt(backend, ws, url, f"task_{i}", turns)
+                r = _attempt(backend, ws, url, f"task_{i}", turns, protocol)
                 with lock:
                     out.append(r)
 
@@ -294,6 +320,9 @@ def main() -> None:
     p.add_argument("--latency", type=float, default=0.2)
     p.add_argument("--repeat", type=int, default=3, help="attempts per overhead figure")
     p.add_argument("--server-procs", type=int, default=2, help="model server processes")
+    p.add_argument(
+        "--protocol", default="official", choices=sorted(PROFILES), help="the agent's profile"
+    )
     p.add_argument("--skip-overhead", action="store_true")
     p.add_argument("--skip-concurrency", action="store_true")
     args = p.parse_args()
@@ -306,9 +335,9 @@ def main() -> None:
     backend = get_backend("local")
     print(f"dataspace from {Path(sys.modules['dataspace'].__file__).parent}")
     if not args.skip_overhead:
-        overhead(backend, args.turns, args.repeat)
+        overhead(backend, args.turns, args.repeat, args.protocol)
     if not args.skip_concurrency:
-        concurrency(backend, levels, args.turns, args.latency, args.server_procs)
+        concurrency(backend, levels, args.turns, args.latency, args.server_procs, args.protocol)
 
 
 if __name__ == "__main__":
