@@ -167,7 +167,7 @@ def main() -> None:
     loaded, *_ = load_items(spec)
     print(
         f"{args.corpus}: {len(loaded)} items; first load {time.perf_counter() - started:.1f}s "
-        f"(creates the bundled databases); workers {args.workers}"
+        f"(not timed below); workers {args.workers}"
     )
     runs = []
     with tempfile.TemporaryDirectory(prefix="bench-build-") as tmp:
