@@ -32,7 +32,7 @@ from builder.errors import BuildError
 from builder.report import REPORT_NAME, AcceptedItem, BuildReport, nothing_built
 from builder.sources.base import Rejection, SourceItem, one_line
 from builder.spec import BuildSpec, SourceSpec, load_items
-from builder.stages import STAGES, StageContext, initial_state, run_stages
+from builder.stages import STAGES, StageContext, cpu_seconds, initial_state, run_stages
 from dataspace.errors import ConfigError, InfrastructureError
 
 logger = logging.getLogger(__name__)
@@ -115,8 +115,10 @@ def build_item(job: ItemJob) -> dict[str, Any]:
     Returns:
         ``{"key", "status", "stage", "reason", "timings", "languages", ...}``; ``status``
         is ``accepted``, ``rejected`` (cached) or ``failed`` (infrastructure, not cached).
+        ``seconds`` and ``cpu_seconds`` are the item's wall and CPU time (child processes
+        included); an accepted item's ``cpu`` holds the CPU seconds of each stage.
     """
-    started = time.perf_counter()
+    started, cpu = time.perf_counter(), cpu_seconds()
     cache = ItemCache(Path(job.cache_root))
     base = {
         "key": job.key,
@@ -127,6 +129,9 @@ def build_item(job: ItemJob) -> dict[str, Any]:
 
     def seconds() -> float:
         return round(time.perf_counter() - started, 4)
+
+    def spent() -> float:
+        return round(cpu_seconds() - cpu, 4)
 
     try:
         ctx = stage_context(job.spec, job.cache_root)
@@ -142,6 +147,7 @@ def build_item(job: ItemJob) -> dict[str, Any]:
             "reason": one_line(exc.reason),
             "timings": {},
             "seconds": seconds(),
+            "cpu_seconds": spent(),
         }
         cache.store(job.key, result)
         return result
@@ -153,6 +159,7 @@ def build_item(job: ItemJob) -> dict[str, Any]:
             "reason": str(exc),
             "timings": {},
             "seconds": seconds(),
+            "cpu_seconds": spent(),
         }
     except Exception as exc:  # one bad item never stops the batch
         logger.warning(
@@ -168,6 +175,7 @@ def build_item(job: ItemJob) -> dict[str, Any]:
             "reason": f"{type(exc).__name__}: {exc}".splitlines()[0][:300],
             "timings": {},
             "seconds": seconds(),
+            "cpu_seconds": spent(),
         }
     made = state.video
     result = {
@@ -178,7 +186,9 @@ def build_item(job: ItemJob) -> dict[str, Any]:
         else None,
         "video_declined": list(state.video_skipped),
         "timings": {k: round(v, 4) for k, v in state.timings.items()},
+        "cpu": {k: round(v, 4) for k, v in state.cpu.items()},
         "seconds": seconds(),
+        "cpu_seconds": spent(),
     }
     cache.store(job.key, result, state.artifacts)
     return result

@@ -20,8 +20,10 @@ from builder.documents.blocks import Block, build_blocks, column_domains
 from builder.documents.coverage import (
     CoverageReport,
     DocumentManifest,
+    DocumentReading,
     ManifestSection,
-    check_coverage,
+    coverage_of,
+    read_document,
 )
 from builder.documents.plan import DocumentPlan, check_plan, plan_document
 from builder.documents.templates import preface
@@ -105,6 +107,7 @@ class DocumentArtifacts:
         pages: PDF pages (0 without a PDF).
         seconds: wall seconds per step (``write``, ``markdown``, ``pdf``).
         writer: the writer provider's name.
+        readings: format -> the cells its coverage check read back from that artifact.
     """
 
     table: str
@@ -117,6 +120,15 @@ class DocumentArtifacts:
     pages: int = 0
     seconds: dict[str, float] = field(default_factory=dict)
     writer: str = "template"
+    readings: dict[str, DocumentReading] = field(default_factory=dict, repr=False)
+
+    def reading(self, fmt: str, data: bytes) -> DocumentReading | None:
+        """What the coverage check read back from ``data`` if it is this document's ``fmt``.
+
+        A round trip of the same bytes reads the same cells, so it reuses this reading.
+        """
+        own = self.pdf if fmt == "pdf" else self.markdown if fmt == "markdown" else None
+        return self.readings.get(fmt) if own is not None and own == data else None
 
     @property
     def characters(self) -> int:
@@ -319,7 +331,8 @@ def render_document(
         sections=tuple(sections),
     )
     t0 = time.perf_counter()
-    coverage = {"markdown": check_coverage(split_paragraphs(markdown), manifest, table)}
+    readings = {"markdown": read_document(split_paragraphs(markdown), manifest)}
+    coverage = {"markdown": coverage_of(readings["markdown"], manifest, table)}
     seconds["markdown"] = time.perf_counter() - t0
     if not coverage["markdown"].ok:
         raise DocumentRejected(
@@ -331,7 +344,8 @@ def render_document(
 
         t0 = time.perf_counter()
         pdf = markdown_to_pdf(markdown, title=plan.title, language=plan.language)
-        coverage["pdf"] = check_coverage(pdf_paragraphs(pdf), manifest, table)
+        readings["pdf"] = read_document(pdf_paragraphs(pdf), manifest)
+        coverage["pdf"] = coverage_of(readings["pdf"], manifest, table)
         pages = pdf_page_count(pdf)
         seconds["pdf"] = time.perf_counter() - t0
         if not coverage["pdf"].ok:
@@ -349,6 +363,7 @@ def render_document(
         pages=pages,
         seconds=seconds,
         writer=getattr(writer, "name", type(writer).__name__),
+        readings=readings,
     )
 
 

@@ -245,7 +245,13 @@ def check_coverage(
     paragraphs: Sequence[str], manifest: DocumentManifest, table: TableData
 ) -> CoverageReport:
     """Read a document back and compare it with its table."""
-    reading = read_document(paragraphs, manifest)
+    return coverage_of(read_document(paragraphs, manifest), manifest, table)
+
+
+def coverage_of(
+    reading: DocumentReading, manifest: DocumentManifest, table: TableData
+) -> CoverageReport:
+    """The coverage verdict of what was read back from a document."""
     trip = compare_rows(table, manifest.columns, reading.rows)
     return CoverageReport(
         required=reading.required,
@@ -263,5 +269,6 @@ __all__ = [
     "DocumentReading",
     "ManifestSection",
     "check_coverage",
+    "coverage_of",
     "read_document",
 ]

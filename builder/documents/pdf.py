@@ -68,9 +68,14 @@ def _advance(font: str, ch: str) -> float:
     return float(_fonts()[font].glyph_advance(ord(ch)))
 
 
+@lru_cache(maxsize=65536)
+def _advances(font: str, text: str) -> float:
+    return sum(_advance(font, ch) for ch in text)
+
+
 def _width(font: str, text: str, size: float) -> float:
     """Advance width of ``text`` (pymupdf's ``text_length`` without its per-call cost)."""
-    return sum(_advance(font, ch) for ch in text) * size
+    return _advances(font, text) * size
 
 
 def _font_for(unit: str, bold: bool) -> str:

@@ -44,7 +44,8 @@ NULL_MARKERS = (
     "无记录",
     "未填写",
 )
-_WORD = "0-9A-Za-z_"
+_WORD_CHARS = frozenset("0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz_")
+"""The characters a whole token cannot continue with (``[0-9A-Za-z_]``)."""
 _DATE_WORDS = re.compile(
     r"(?<![A-Za-z])(January|February|March|April|May|June|July|August|"
     r"September|October|November|December)(?![A-Za-z])"
@@ -118,27 +119,20 @@ def find_token(hay: str, needle: str) -> list[tuple[int, int]]:
     if not needle:
         return []
     out: list[tuple[int, int]] = []
-    start = 0
-    head = re.match(f"[{_WORD}]", needle[0]) is not None
-    tail = re.match(f"[{_WORD}]", needle[-1]) is not None
-    while True:
-        i = hay.find(needle, start)
-        if i < 0:
-            return out
-        j = i + len(needle)
-        ok = not (head and i > 0 and re.match(f"[{_WORD}]", hay[i - 1]))
-        if (
+    find, size, n = hay.find, len(hay), len(needle)
+    head = needle[0] in _WORD_CHARS
+    tail = needle[-1] in _WORD_CHARS
+    i = find(needle)
+    while i >= 0:
+        j = i + n
+        if not (head and i > 0 and hay[i - 1] in _WORD_CHARS) and not (
             tail
-            and j < len(hay)
-            and (
-                re.match(f"[{_WORD}]", hay[j])
-                or (hay[j] == "." and j + 1 < len(hay) and hay[j + 1].isdigit())
-            )
+            and j < size
+            and (hay[j] in _WORD_CHARS or (hay[j] == "." and j + 1 < size and hay[j + 1].isdigit()))
         ):
-            ok = False
-        if ok:
             out.append((i, j))
-        start = i + 1
+        i = find(needle, i + 1)
+    return out
 
 
 def _inside(span: tuple[int, int], spans: Sequence[tuple[int, int]]) -> bool:
@@ -155,6 +149,25 @@ def typed_tokens(paragraph: str) -> list[tuple[int, int]]:
     spans = [m.span() for m in NUMBER_TOKEN.finditer(paragraph)]
     spans += [m.span() for m in _DATE_WORDS.finditer(paragraph)]
     return sorted(spans)
+
+
+def _named_at(para: str, surfaces: Sequence[str]) -> int | None:
+    """Where the last of ``surfaces`` first occurs as a token in ``para`` (None: one is absent).
+
+    >>> _named_at("event 7 of patient 12", ["12", "7"]), _named_at("event 7", ["7", "8"])
+    (19, None)
+    """
+    if not surfaces:
+        return None
+    at = -1
+    for s in surfaces:
+        if s not in para:  # the cheap test first: most records are not in most paragraphs
+            return None
+        spans = find_token(para, s)
+        if not spans:
+            return None
+        at = max(at, spans[0][0])
+    return at
 
 
 def read_section(
@@ -194,9 +207,9 @@ def read_section(
         # first; any other record's values in it then show up as stray values below.
         named: dict[int, int] = {}
         for r in rows:
-            firsts = [find_token(para, s) for s in anchor_surfaces[r]]
-            if firsts and all(firsts):
-                named[r] = max(f[0][0] for f in firsts)
+            at = _named_at(para, anchor_surfaces[r])
+            if at is not None:
+                named[r] = at
         first = min(named.values(), default=None)
         hits = [r for r, at in named.items() if at == first]
         if len(hits) > 1:

@@ -97,7 +97,9 @@ class DocumentRenderer:
         for schema in schemas:
             doc = rendered.documents[schema.name]
             data = rendered.files[rendered.locations[schema.name]]
-            reading = read_document(self.paragraphs(data), doc.manifest)
+            reading = doc.reading(self.fmt, data) or read_document(
+                self.paragraphs(data), doc.manifest
+            )
             if reading.conflicts:
                 raise ValueError(
                     f"{len(reading.conflicts)} cells have two values in the "

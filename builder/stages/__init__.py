@@ -57,8 +57,18 @@ STAGES: tuple[Stage, ...] = (
 """Every stage, in the order an item goes through them."""
 
 
+def cpu_seconds() -> float:
+    """CPU seconds used so far by this process and its finished child processes (ffmpeg)."""
+    import resource
+
+    children = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return time.process_time() + children.ru_utime + children.ru_stime
+
+
 def run_stages(state: TaskState, ctx: StageContext, stages: Sequence[Stage] = STAGES) -> TaskState:
     """Fold ``state`` through ``stages``, timing each; the task database is closed after.
+
+    Each stage's wall seconds go to ``state.timings`` and its CPU seconds to ``state.cpu``.
 
     Raises:
         BuildError: a stage rejected the item (the item id is attached when the stage
@@ -68,7 +78,7 @@ def run_stages(state: TaskState, ctx: StageContext, stages: Sequence[Stage] = ST
 
     try:
         for stage in stages:
-            started = time.perf_counter()
+            started, cpu = time.perf_counter(), cpu_seconds()
             try:
                 state = stage(state, ctx)
             except BuildError as exc:
@@ -76,10 +86,12 @@ def run_stages(state: TaskState, ctx: StageContext, stages: Sequence[Stage] = ST
                     raise BuildError(state.item.id, exc.stage, exc.reason) from exc
                 raise
             finally:
-                spent = time.perf_counter() - started
+                spent, used = time.perf_counter() - started, cpu_seconds() - cpu
                 name = stage.__name__
                 state = dataclasses.replace(
-                    state, timings={**state.timings, name: state.timings.get(name, 0.0) + spent}
+                    state,
+                    timings={**state.timings, name: state.timings.get(name, 0.0) + spent},
+                    cpu={**state.cpu, name: state.cpu.get(name, 0.0) + used},
                 )
     finally:
         state.close()
@@ -95,6 +107,7 @@ __all__ = [
     "TaskState",
     "checks",
     "config",
+    "cpu_seconds",
     "gold",
     "initial_state",
     "ledger",

@@ -92,6 +92,7 @@ class TaskState:
         config: the evaluation config.
         artifacts: the finished task.
         timings: seconds per stage and sub-step (for the build report, never the ledger).
+        cpu: CPU seconds per stage, child processes included (for the build report).
     """
 
     source: SourceItem
@@ -114,6 +115,7 @@ class TaskState:
     config: Mapping[str, Any] | None = None
     artifacts: TaskArtifacts | None = None
     timings: Mapping[str, float] = field(default_factory=dict)
+    cpu: Mapping[str, float] = field(default_factory=dict)
 
     @property
     def workspace_language(self) -> str:

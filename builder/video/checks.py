@@ -48,6 +48,11 @@ def _gray(rgb: Sequence[int]) -> int:
 
 def glyph_classes(alphabet: str, size: int, fg: int, bg: int) -> dict[str, str]:
     """Map each glyph to the first glyph the font draws identically at this size."""
+    return dict(_glyph_classes(alphabet, size, fg, bg))
+
+
+@lru_cache(maxsize=256)
+def _glyph_classes(alphabet: str, size: int, fg: int, bg: int) -> tuple[tuple[str, str], ...]:
     import numpy as np
 
     out: dict[str, str] = {}
@@ -60,7 +65,7 @@ def glyph_classes(alphabet: str, size: int, fg: int, bg: int) -> dict[str, str]:
         out[ch] = same or ch
         if same is None:
             reps.append((ch, g))
-    return out
+    return tuple(out.items())
 
 
 def read_text(frame: Any, item: TextItem, alphabet: str) -> str:

@@ -49,9 +49,88 @@ def encode(
 ) -> bytes:
     """Encode raw RGB24 frames plus a WAV track into MP4 bytes.
 
+    A video holds few distinct frames (a still per scene and its fade-in), so each distinct
+    frame is converted to yuv420p once, by the same ffmpeg conversion the encoder would
+    apply to every frame, and the encoder reads yuv420p: the same bytes for a fraction
+    of the work.
+
     Raises:
         EncodingError: ffmpeg failed.
     """
+    order: list[int] = []
+    distinct: dict[bytes, int] = {}
+    for frame in frames:
+        frame = frame if isinstance(frame, bytes) else bytes(frame)
+        order.append(distinct.setdefault(frame, len(distinct)))
+    yuv = _to_yuv420p(list(distinct), width=width, height=height, fps=fps)
+    if yuv is not None:
+        return _encode(
+            (yuv[i] for i in order),
+            pix_fmt="yuv420p",
+            width=width,
+            height=height,
+            fps=fps,
+            audio_wav=audio_wav,
+            seconds=seconds,
+            crf=crf,
+        )
+    rgb = list(distinct)
+    return _encode(
+        (rgb[i] for i in order),
+        pix_fmt="rgb24",
+        width=width,
+        height=height,
+        fps=fps,
+        audio_wav=audio_wav,
+        seconds=seconds,
+        crf=crf,
+    )
+
+
+def _to_yuv420p(frames: list[bytes], *, width: int, height: int, fps: int) -> list[bytes] | None:
+    """RGB24 frames as yuv420p by ffmpeg's own conversion (None: not converted)."""
+    size = width * height * 3 // 2
+    if width % 2 or height % 2 or not frames:
+        return None
+    cmd = [
+        ffmpeg(),
+        "-loglevel",
+        "error",
+        "-f",
+        "rawvideo",
+        "-pix_fmt",
+        "rgb24",
+        "-s",
+        f"{width}x{height}",
+        "-r",
+        str(fps),
+        "-i",
+        "-",
+        "-f",
+        "rawvideo",
+        "-pix_fmt",
+        "yuv420p",
+        "-",
+    ]
+    proc = subprocess.run(cmd, input=b"".join(frames), capture_output=True, check=False)
+    out = proc.stdout
+    if proc.returncode != 0 or len(out) != size * len(frames):
+        logger.info("yuv420p conversion failed; encoding from RGB24")
+        return None
+    return [out[i * size : (i + 1) * size] for i in range(len(frames))]
+
+
+def _encode(
+    frames: Iterable[bytes],
+    *,
+    pix_fmt: str,
+    width: int,
+    height: int,
+    fps: int,
+    audio_wav: bytes,
+    seconds: float,
+    crf: int,
+) -> bytes:
     with tempfile.TemporaryDirectory(prefix="encode-") as tmp:
         wav = os.path.join(tmp, "audio.wav")
         out = os.path.join(tmp, "video.mp4")
@@ -65,7 +144,7 @@ def encode(
             "-f",
             "rawvideo",
             "-pix_fmt",
-            "rgb24",
+            pix_fmt,
             "-s",
             f"{width}x{height}",
             "-r",
