@@ -101,8 +101,6 @@ def test_eight_attempts_run_at_once_on_a_two_cpu_ray_node(tmp_path, ray_local, m
     store = open_store(spec.store)
     spans = []
     for k in range(1, N + 1):
-        run_doc = json.loads(
-            store.get_bytes(f"runs/per-node/attempts/react/task_{k}/1/run.json")
-        )
+        run_doc = json.loads(store.get_bytes(f"runs/per-node/attempts/react/task_{k}/1/run.json"))
         spans.append((run_doc["started_at"], run_doc["started_at"] + run_doc["wall_seconds"]))
     assert _max_overlap(spans) == N
