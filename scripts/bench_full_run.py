@@ -368,6 +368,9 @@ def measure(
         "cpu_ray": cpu.get("ray", 0.0),
         "cpu_sandboxes": max(0.0, tree_cpu - sampled),
         "cpu_model_servers": model_cpu,
+        "cpu_total": tree_cpu + model_cpu,
+        # no schedule on this machine's CPUs beats the CPU the run used spread over all of them
+        "cpu_bound": (tree_cpu + model_cpu) / (os.cpu_count() or 1),
         "controller_cpu_per_attempt": controller_cpu / n,
         "ray_cpu_per_attempt": cpu.get("ray", 0.0) / n,
         "overhead_median": statistics.median(over),
@@ -417,7 +420,8 @@ def show(f: dict[str, Any], label: str) -> None:
         f"{f['cpu_driver']:.1f} s, Ray workers {f['cpu_workers']:.1f} s);"
         f" Ray's own processes {f['cpu_ray']:.1f} s = {f['ray_cpu_per_attempt'] * 1000:.0f} ms per"
         f" attempt; sandboxes' commands {f['cpu_sandboxes']:.1f} s; model servers "
-        f"{f['cpu_model_servers']:.1f} s"
+        f"{f['cpu_model_servers']:.1f} s; all together {f['cpu_total']:.1f} s, so no schedule "
+        f"on {os.cpu_count()} CPUs ends before {f['cpu_bound']:.1f} s"
     )
     print(
         f"  wall per attempt beyond its scripted model time: median {f['overhead_median']:.2f} s, "
