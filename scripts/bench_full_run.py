@@ -27,9 +27,9 @@ Printed per run:
   (and per worker), and of Ray's own processes.
 
 CPU and memory come from sampling the run's process tree twice a second (``/proc``); the
-sandboxes' commands are what the whole tree used (its rusage once it has exited) less the
-sampled processes. With ``--repeat`` the run is repeated on fresh stores (the same draws)
-and the medians are printed last.
+sandboxes' commands are what the Ray workers reaped (their children's CPU). With
+``--repeat`` the run is repeated on fresh stores (the same draws) and the medians are
+printed last.
 
 Usage: python scripts/bench_full_run.py [--tasks 410] [--backbones 6] [--concurrency 16]
        [--scale 200] [--repeat 1] [--seed 0] [--quick] [--json FILE] [--keep DIR]
@@ -186,13 +186,18 @@ def write_spec(
 # ---- watching the run's processes ---------------------------------------------------------
 
 
-def _stat(pid: int) -> tuple[int, int, int] | None:
-    """(parent pid, CPU ticks, resident pages) of a process, None once it is gone."""
+def _stat(pid: int) -> tuple[int, int, int, int] | None:
+    """(parent pid, CPU ticks, its reaped children's CPU ticks, resident pages), or None."""
     try:
         fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
     except (OSError, IndexError):
         return None
-    return int(fields[1]), int(fields[11]) + int(fields[12]), int(fields[21])
+    return (
+        int(fields[1]),
+        int(fields[11]) + int(fields[12]),
+        int(fields[13]) + int(fields[14]),
+        int(fields[21]),
+    )
 
 
 def _kind(pid: int, parent_kind: str | None, workers: set[int]) -> str:
@@ -220,6 +225,8 @@ class TreeSampler:
         self.root = root
         self.interval = interval
         self.cpu: dict[int, tuple[str, int]] = {}  # pid -> (kind, last CPU ticks)
+        # a worker's reaped children: its sandboxes' processes, every one of them
+        self.reaped: dict[int, int] = {}
         self.peak: dict[str, int] = {}  # kind -> peak of the summed resident set (bytes)
         self.peak_workers = 0
         self._workers: set[int] = set()
@@ -255,8 +262,11 @@ class TreeSampler:
         while todo:  # parents before children, so a sandbox is known by its worker
             pid, parent_kind = todo.pop()
             kind = _kind(pid, parent_kind, self._workers)
-            self.cpu[pid] = (kind, stats[pid][1])
-            rss[kind] = rss.get(kind, 0) + stats[pid][2] * _PAGE
+            if kind != "sandboxes":  # counted once reaped, by their worker
+                self.cpu[pid] = (kind, stats[pid][1])
+            if kind == "workers":
+                self.reaped[pid] = stats[pid][2]
+            rss[kind] = rss.get(kind, 0) + stats[pid][3] * _PAGE
             workers += kind == "workers"
             todo.extend((child, kind) for child in children.get(pid, ()))
         for kind, value in rss.items():
@@ -267,6 +277,9 @@ class TreeSampler:
         out: dict[str, float] = {}
         for kind, ticks in self.cpu.values():
             out[kind] = out.get(kind, 0.0) + ticks / _TICK
+        # the sandboxes' processes as their workers reaped them (none is missed between
+        # samples), instead of the running ones sampled
+        out["sandboxes"] = sum(self.reaped.values()) / _TICK
         return out
 
 
@@ -301,7 +314,7 @@ def run_once(
                 env=env,
             )
             sampler = TreeSampler(proc.pid).start()
-            _, status, usage = os.wait4(proc.pid, 0)
+            _, status = os.waitpid(proc.pid, 0)
             proc.returncode = os.waitstatus_to_exitcode(status)
             sampler.stop()
         command_wall = time.time() - t0
@@ -313,14 +326,13 @@ def run_once(
     if proc.returncode != 0:
         tail = log.read_text(errors="replace")[-3000:]
         raise SystemExit(f"dataspace run exited {proc.returncode}; its output ends:\n{tail}")
-    return measure(store, attempts, sampler, usage, command_wall, model_cpu, concurrency)
+    return measure(store, attempts, sampler, command_wall, model_cpu, concurrency)
 
 
 def measure(
     store: Path,
     attempts: list[Any],
     sampler: TreeSampler,
-    usage: Any,
     command_wall: float,
     model_cpu: float,
     concurrency: int,
@@ -340,9 +352,8 @@ def measure(
     makespan = max(e for _, e in spans) - min(s for s, _ in spans)
     best, simulated = ideal(attempts, concurrency)
     cpu = sampler.cpu_seconds()
-    tree_cpu = usage.ru_utime + usage.ru_stime
+    tree_cpu = sum(cpu.values())
     controller_cpu = cpu.get("controller", 0.0) + cpu.get("workers", 0.0)
-    sampled = controller_cpu + cpu.get("ray", 0.0)
     over.sort()
     return {
         "attempts": n,
@@ -366,7 +377,7 @@ def measure(
         "cpu_driver": cpu.get("controller", 0.0),
         "cpu_workers": cpu.get("workers", 0.0),
         "cpu_ray": cpu.get("ray", 0.0),
-        "cpu_sandboxes": max(0.0, tree_cpu - sampled),
+        "cpu_sandboxes": cpu.get("sandboxes", 0.0),
         "cpu_model_servers": model_cpu,
         "cpu_total": tree_cpu + model_cpu,
         # no schedule on this machine's CPUs beats the CPU the run used spread over all of them
