@@ -88,7 +88,7 @@ from dataspace.runs.spec import (
     sandbox_identity,
     spec_key,
 )
-from dataspace.runs.turns import Turns, describe_turns, prestart_for
+from dataspace.runs.turns import Turns, attempt_cpus, describe_turns, prestart_for
 from dataspace.runs.turns import in_flight as attempts_in_flight
 from dataspace.status import ENDPOINT_UNREACHABLE, UNFINISHED_STATUSES, AttemptStatus
 
@@ -938,10 +938,21 @@ class _Run:
 
         spec = self.spec
         _connect_ray(spec, ray_init)
-        self.emit({"event": "started", "ray": ray.get_runtime_context().gcs_address})
+        # the run's concurrency is the limit, not Ray's CPUs: every attempt in flight fits
+        cpus = attempt_cpus(
+            float(ray.cluster_resources().get("CPU", 0.0)),
+            attempts_in_flight(spec.concurrency, spec.prestart),
+        )
+        self.emit(
+            {
+                "event": "started",
+                "ray": ray.get_runtime_context().gcs_address,
+                "attempt_cpus": cpus,
+            }
+        )
         # a local worker's scratch folders are named by attempt key; sweep stale ones once
         sweep_scratch(p.key for p in pending)
-        remote = ray.remote(num_cpus=1, max_retries=0)(run_attempt)
+        remote = ray.remote(num_cpus=cpus, max_retries=0)(run_attempt)
         # Workers may predate the key being exported (a Ray instance that was already
         # running), and a runtime_env is written to Ray's logs: attempts fetch their key
         # from a holder actor, in memory.

@@ -69,6 +69,29 @@ def in_flight(concurrency: int, prestart: int | None) -> int:
     return concurrency + prestart_for(concurrency, prestart)
 
 
+def attempt_cpus(cluster_cpus: float, in_flight: int) -> float:
+    """The Ray CPUs each attempt asks for: the cluster's CPUs shared by the attempts in flight.
+
+    An attempt mostly waits on its model (the sandbox's commands are short and its pod, on
+    a cluster, is not the worker's), so reserving a whole CPU for it would make Ray, not
+    the run's ``concurrency``, the limit: a 2-CPU node would run 2 attempts at a time.
+    Each attempt asks for an equal share of the cluster's CPUs instead, at most one, so
+    every attempt the controller keeps in flight can run at once and Ray still spreads
+    them over the nodes by their CPUs. A local Ray that ``dataspace run`` starts has one
+    CPU per attempt in flight, so there each still asks for one. The share is rounded
+    down to Ray's resource precision (1/10,000).
+
+    >>> attempt_cpus(2, 8), attempt_cpus(16, 16), attempt_cpus(64, 16), attempt_cpus(2, 3)
+    (0.25, 1.0, 1.0, 0.6666)
+    >>> attempt_cpus(2, 100_000), attempt_cpus(0, 8)
+    (0.0001, 1.0)
+    """
+    if cluster_cpus <= 0 or in_flight <= 0:  # no CPU yet (nodes to join): as before
+        return 1.0
+    share = math.floor(cluster_cpus / in_flight * 10_000) / 10_000
+    return min(1.0, max(share, 0.0001))
+
+
 def describe_turns(concurrency: int, prestart: int | None) -> str:
     """One line for preflight: agents at once and sandboxes prepared ahead.
 
@@ -145,6 +168,7 @@ __all__ = [
     "TURN_WAIT_LIMIT",
     "Turn",
     "Turns",
+    "attempt_cpus",
     "describe_turns",
     "in_flight",
     "prestart_for",
