@@ -165,7 +165,7 @@ def write_basic_report(store: Any, run_prefix: str, summary: Mapping[str, Any]) 
 
         out = build_from_sources(
             [RunSource(store=store, prefix=run_prefix)],
-            out_store=_derived(store),
+            out_store=derived_store(store),
             out_prefix=run_prefix,
         )
         return [out.markdown, out.html]
@@ -178,7 +178,7 @@ def write_basic_report(store: Any, run_prefix: str, summary: Mapping[str, Any]) 
     return [store.url_for(md_key), store.url_for(html_key)]
 
 
-def _derived(store: Any) -> Any:
+def derived_store(store: Any) -> Any:
     """The same folder without per-file fsync: the report is derived and rebuilt at will."""
     import dataclasses
 
@@ -189,4 +189,10 @@ def _derived(store: Any) -> Any:
     return store
 
 
-__all__ = ["summary_markdown", "summary_page", "summary_rows", "write_basic_report"]
+__all__ = [
+    "derived_store",
+    "summary_markdown",
+    "summary_page",
+    "summary_rows",
+    "write_basic_report",
+]

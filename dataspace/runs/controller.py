@@ -394,6 +394,7 @@ def _execute_leased(
         run.interrupted = True
         logger.warning("run %s interrupted; finished attempts are kept", spec.run_id)
     finally:
+        run.close_pages(cancel=run.interrupted)
         if pending and sweep:
             swept += sweep_run(spec)
         sweep_scratch(run.scheduled)  # what workers killed outright left on this host
@@ -874,6 +875,7 @@ class _Run:
     _table: dict[str, ResultRow] = field(default_factory=dict)  # its rows as last written
     _changed: dict[str, None] = field(default_factory=dict)  # keys to write (ordered set)
     _full: bool = True  # the next write rewrites the whole table
+    _pages: Any = None  # writes finished attempts' trace pages (one background thread)
 
     # ---- what was spent -----------------------------------------------------------------
     def refresh_journals(self, keys: set[str] | list[str]) -> None:
@@ -1079,12 +1081,31 @@ class _Run:
             self.executed += 1
             priced = price_row(spec, row)
             spend += float(priced.cost_usd or 0.0)
+            self.write_page(priced)
             self.emit(priced.to_dict())
             if row.endpoint_unreachable:  # an outage, whatever the profile calls the outcome
                 self._count_infra(req.agent.name, ENDPOINT_UNREACHABLE, row.error or "")
             else:
                 self.in_a_row[req.agent.name] = 0
             self._maybe_write()
+
+    def write_page(self, row: ResultRow) -> None:
+        """Start writing a finished attempt's trace page into the run's folder.
+
+        The page is the one the run's report would write for the row (the report keeps
+        it); a page that could not be written is left to the report.
+        """
+        from concurrent.futures import ThreadPoolExecutor
+
+        if self._pages is None:
+            self._pages = ThreadPoolExecutor(max_workers=1, thread_name_prefix="ds-page")
+        self._pages.submit(_attempt_page, self.store, self.layout.prefix, row.to_dict())
+
+    def close_pages(self, *, cancel: bool = False) -> None:
+        """Wait for the trace pages being written (``cancel``: drop those not started)."""
+        if self._pages is not None:
+            self._pages.shutdown(wait=True, cancel_futures=cancel)
+            self._pages = None
 
     def _fault(self, req: AttemptRequest, cause: BaseException) -> AttemptRequest | None:
         """Record one infrastructure failure; the request to retry, if any."""
@@ -1230,6 +1251,31 @@ class _Run:
             scored=self.release.is_scored(p.task_id),
             failures=self.failures.get(p.key, []),
             reason=reason,
+        )
+
+
+def _attempt_page(store: Any, prefix: str, row: Mapping[str, Any]) -> None:
+    """Write one attempt's trace page where the run's report goes (never fails the run)."""
+    from dataspace.report.basic import derived_store
+    from dataspace.report.build import HTML_NAME
+    from dataspace.report.load import OutFolder, RunSource
+    from dataspace.report.tracepages import write_attempt_page
+
+    try:
+        write_attempt_page(
+            RunSource(store=store, prefix=prefix),
+            OutFolder(store=derived_store(store), prefix=prefix),
+            row,
+            report_key=HTML_NAME,
+        )
+    except Exception as exc:  # a derived page: the report writes any page missing
+        logger.warning(
+            "%s/attempts/%s/%s/%s: trace page not written now (%s); the report writes it",
+            prefix,
+            row.get("agent"),
+            row.get("task_id"),
+            row.get("attempt"),
+            exc,
         )
 
 
