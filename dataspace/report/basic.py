@@ -189,10 +189,31 @@ def derived_store(store: Any) -> Any:
     return store
 
 
+def write_finished_page(store: Any, run_prefix: str, row: Mapping[str, Any]) -> None:
+    """Write a finished attempt's page where the run's report goes (the run's folder).
+
+    What ``dataspace run`` hands the run controller (``execute_run(on_finished=...)``).
+
+    Raises:
+        StoreError: the page could not be read or written.
+    """
+    from dataspace.report.build import HTML_NAME
+    from dataspace.report.load import OutFolder, RunSource
+    from dataspace.report.tracepages import write_attempt_page
+
+    write_attempt_page(
+        RunSource(store=store, prefix=run_prefix),
+        OutFolder(store=derived_store(store), prefix=run_prefix),
+        row,
+        report_key=HTML_NAME,
+    )
+
+
 __all__ = [
     "derived_store",
     "summary_markdown",
     "summary_page",
     "summary_rows",
     "write_basic_report",
+    "write_finished_page",
 ]

@@ -95,6 +95,8 @@ from dataspace.status import ENDPOINT_UNREACHABLE, UNFINISHED_STATUSES, AttemptS
 logger = logging.getLogger(__name__)
 
 ProgressFn = Callable[[dict[str, Any]], None]
+FinishedFn = Callable[[Any, str, dict[str, Any]], None]
+"""Called with the run's store, its folder's prefix and a finished attempt's priced row."""
 UNFINISHED = UNFINISHED_STATUSES
 NO_MEASURE = (
     AttemptStatus.INFRASTRUCTURE_ERROR.value,
@@ -212,6 +214,7 @@ def execute_run(
     retry: Sequence[str] = (),
     lease_ttl: float | None = None,
     keys_from: str | None = None,
+    on_finished: FinishedFn | None = None,
 ) -> RunOutcome:
     """Run (or resume) every attempt of ``spec`` and write results and summary.
 
@@ -229,6 +232,10 @@ def execute_run(
             ``endpoint_unreachable``); the earlier try is kept (see ``retry_marked``).
         lease_ttl: seconds after which another invocation takes over this one's lease if
             it stops renewing it (default ``dataspace.runs.lease.lease_seconds()``).
+        on_finished: called with the run's store, its folder's key prefix and the priced
+            row (``ResultRow.to_dict()``) of each attempt that finishes, in one background
+            thread (``dataspace.report.basic.write_finished_page`` writes its trace page); what it
+            raises is logged.
         keys_from: where this process's environment (the model keys) comes from, for
             preflight's fix of a missing key (``dataspace.runs.preflight.KEYS_FROM_*``;
             None: the shell that runs dataspace).
@@ -291,6 +298,7 @@ def execute_run(
             lease=lease,
             sweep=sweep,
             keys_from=keys_from,
+            on_finished=on_finished,
         )
     finally:
         lease.release()
@@ -314,6 +322,7 @@ def _execute_leased(
     lease: RunLease,
     sweep: bool,
     keys_from: str | None,
+    on_finished: FinishedFn | None = None,
 ) -> RunOutcome:
     counts = release.counts(task_ids)
     plan = plan_attempts(
@@ -384,6 +393,7 @@ def _execute_leased(
         preflight_cost=report.cost_usd if report else 0.0,
         scored_tasks=len(counts.scored),
         tasks=len(counts.tasks),
+        on_finished=on_finished,
     )
     swept = 0
     try:
@@ -875,7 +885,8 @@ class _Run:
     _table: dict[str, ResultRow] = field(default_factory=dict)  # its rows as last written
     _changed: dict[str, None] = field(default_factory=dict)  # keys to write (ordered set)
     _full: bool = True  # the next write rewrites the whole table
-    _pages: Any = None  # writes finished attempts' trace pages (one background thread)
+    on_finished: FinishedFn | None = None
+    _pages: Any = None  # runs on_finished (one background thread)
 
     # ---- what was spent -----------------------------------------------------------------
     def refresh_journals(self, keys: set[str] | list[str]) -> None:
@@ -1090,16 +1101,14 @@ class _Run:
             self._maybe_write()
 
     def write_page(self, row: ResultRow) -> None:
-        """Start writing a finished attempt's trace page into the run's folder.
-
-        The page is the one the run's report would write for the row (the report keeps
-        it); a page that could not be written is left to the report.
-        """
+        """Hand a finished attempt's priced row to ``on_finished`` (its trace page)."""
         from concurrent.futures import ThreadPoolExecutor
 
+        if self.on_finished is None:
+            return
         if self._pages is None:
             self._pages = ThreadPoolExecutor(max_workers=1, thread_name_prefix="ds-page")
-        self._pages.submit(_attempt_page, self.store, self.layout.prefix, row.to_dict())
+        self._pages.submit(_call_finished, self.on_finished, self.store, self.layout.prefix, row)
 
     def close_pages(self, *, cancel: bool = False) -> None:
         """Wait for the trace pages being written (``cancel``: drop those not started)."""
@@ -1254,29 +1263,14 @@ class _Run:
         )
 
 
-def _attempt_page(store: Any, prefix: str, row: Mapping[str, Any]) -> None:
-    """Write one attempt's trace page where the run's report goes (never fails the run)."""
-    from dataspace.report.basic import derived_store
-    from dataspace.report.build import HTML_NAME
-    from dataspace.report.load import OutFolder, RunSource
-    from dataspace.report.tracepages import write_attempt_page
-
+def _call_finished(fn: FinishedFn, store: Any, prefix: str, row: ResultRow) -> None:
     try:
-        write_attempt_page(
-            RunSource(store=store, prefix=prefix),
-            OutFolder(store=derived_store(store), prefix=prefix),
-            row,
-            report_key=HTML_NAME,
-        )
-    except Exception as exc:  # a derived page: the report writes any page missing
+        fn(store, prefix, row.to_dict())
+    except Exception as exc:  # derived output (a trace page): never fails the run
         logger.warning(
-            "%s/attempts/%s/%s/%s: trace page not written now (%s); the report writes it",
-            prefix,
-            row.get("agent"),
-            row.get("task_id"),
-            row.get("attempt"),
-            exc,
-        )
+            "%s: after attempt %s/%s/%s finished: %s", prefix, row.agent, row.task_id,
+            row.attempt, exc,
+        )  # fmt: skip
 
 
 def infra_by_cause(
