@@ -107,6 +107,7 @@ def run_demo(
         backend: the sandbox backend of the attempts (default: a run spec's, ``local``);
             another backend's run is ``demo-<backend>``, so one folder holds both.
     """
+    from dataspace.report.basic import write_finished_page
     from dataspace.runs.controller import execute_run
     from dataspace.runs.spec import AgentSpec, RunSpec, SandboxConfig
     from dataspace.sandbox import DEFAULT_BACKEND
@@ -132,7 +133,7 @@ def run_demo(
         concurrency=workers,
         protocol=protocol,
     )
-    run = execute_run(spec, progress=progress)
+    run = execute_run(spec, progress=progress, on_finished=write_finished_page)
     return DemoOutcome(
         release_dir=release_dir,
         build_report=report,

@@ -134,6 +134,7 @@ def main(argv: list[str] | None = None) -> int:
     setup_logging(cfg.verbose)
 
     def body() -> int:
+        from dataspace.report.basic import write_finished_page
         from dataspace.runs.controller import execute_run
 
         spec = resolve_spec(cfg)
@@ -175,7 +176,13 @@ def main(argv: list[str] | None = None) -> int:
                 flush=True,
             )
 
-        outcome = execute_run(spec, progress=progress, sweep=cfg.sweep, keys_from=keys_source())
+        outcome = execute_run(
+            spec,
+            progress=progress,
+            sweep=cfg.sweep,
+            keys_from=keys_source(),
+            on_finished=write_finished_page,
+        )
         code = report(outcome, outcome.swept)
         for path in write_reports(outcome):
             print(f"report:  {path}")

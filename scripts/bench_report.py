@@ -5,7 +5,11 @@ event log, run.json and result.json in a local store. Prints the time of:
 
 - a report without trace pages (tables, figures, HTML, Markdown, CSV/Parquet);
 - a cold report that also writes a trace page for every attempt;
-- the same report rebuilt (the existing trace pages are kept).
+- the same report rebuilt (the existing trace pages are checked by their content key and
+  kept: the report at the end of a run whose controller wrote each page as its attempt
+  finished);
+- one attempt's page as the run controller writes it when the attempt finishes (median
+  over ``--pages`` attempts).
 
 Each is run ``--repeat`` times; the medians of wall-clock time and of CPU time (this
 process and its workers, and this process's alone, which on an idle machine is about
@@ -13,7 +17,7 @@ the wall time when the workers keep up; on a shared machine the CPU time is the 
 figure) are printed, with the load average.
 
     .venv/bin/python scripts/bench_report.py [--tasks 410] [--agents 11] [--attempts 3]
-        [--repeat 3] [--store DIR]
+        [--repeat 3] [--pages 200] [--store DIR]
 """
 
 from __future__ import annotations
@@ -28,6 +32,9 @@ import time
 from pathlib import Path
 
 from dataspace.report import build_report
+from dataspace.report.load import OutFolder, RunSource
+from dataspace.report.tracepages import write_attempt_page
+from dataspace.runs.results import read_rows
 from dataspace.store import open_store
 from dataspace.testing.synthetic import default_agents, write_synthetic_run
 
@@ -58,6 +65,7 @@ def main() -> None:
     p.add_argument("--agents", type=int, default=11)
     p.add_argument("--attempts", type=int, default=3)
     p.add_argument("--repeat", type=int, default=3, help="runs of each report (medians)")
+    p.add_argument("--pages", type=int, default=200, help="pages written as at finish")
     p.add_argument("--store", help="reuse (or create) the synthetic run in this folder")
     args = p.parse_args()
     root = Path(args.store) if args.store else Path(tempfile.mkdtemp(prefix="ds-bench-report-"))
@@ -103,6 +111,20 @@ def main() -> None:
                 f"{', '.join(f'{x:.1f}' for x in loads)}; {res.traces} trace pages written, "
                 f"{res.traces_kept} kept; report.html {html:.2f} MB; {len(res.tables)} "
                 f"tables, {len(res.figures)} figures; output {_size_mb(root / out):.0f} MB)",
+                flush=True,
+            )
+        rows = read_rows((run / "results.parquet").read_bytes())
+        source = RunSource(store=open_store(str(run)))
+        at_finish = OutFolder(store=open_store(str(root / "out-finish"), fsync=False))
+        times = []
+        for row in rows[:: max(1, len(rows) // max(1, args.pages))][: args.pages]:
+            t = time.perf_counter()
+            write_attempt_page(source, at_finish, row.to_dict(), report_key="report.html")
+            times.append(time.perf_counter() - t)
+        if times:
+            print(
+                f"a page written as its attempt finishes: median "
+                f"{statistics.median(times) * 1000:.1f} ms over {len(times)} attempts",
                 flush=True,
             )
     finally:

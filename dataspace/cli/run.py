@@ -38,6 +38,7 @@ def add_parser(sub: Any) -> None:
 
 def run(args: argparse.Namespace) -> int:
     """Resolve the spec, execute the run, print the outcome; the exit code says if complete."""
+    from dataspace.report.basic import write_finished_page
     from dataspace.runs.controller import execute_run
     from dataspace.runs.resolve import Overrides, resolve_spec
     from dataspace.runs.spec import load_spec
@@ -49,7 +50,12 @@ def run(args: argparse.Namespace) -> int:
         release_cache=args.release_cache,
     )
     with live_status(f"run {spec.run_id}") as progress:
-        outcome = execute_run(spec, progress=progress, retry=retry_marks(args.retry))
+        outcome = execute_run(
+            spec,
+            progress=progress,
+            retry=retry_marks(args.retry),
+            on_finished=write_finished_page,
+        )
     print_outcome(outcome, started=t0)
     return exit_code(outcome)
 

@@ -165,7 +165,7 @@ def write_basic_report(store: Any, run_prefix: str, summary: Mapping[str, Any]) 
 
         out = build_from_sources(
             [RunSource(store=store, prefix=run_prefix)],
-            out_store=_derived(store),
+            out_store=derived_store(store),
             out_prefix=run_prefix,
         )
         return [out.markdown, out.html]
@@ -178,7 +178,7 @@ def write_basic_report(store: Any, run_prefix: str, summary: Mapping[str, Any]) 
     return [store.url_for(md_key), store.url_for(html_key)]
 
 
-def _derived(store: Any) -> Any:
+def derived_store(store: Any) -> Any:
     """The same folder without per-file fsync: the report is derived and rebuilt at will."""
     import dataclasses
 
@@ -189,4 +189,31 @@ def _derived(store: Any) -> Any:
     return store
 
 
-__all__ = ["summary_markdown", "summary_page", "summary_rows", "write_basic_report"]
+def write_finished_page(store: Any, run_prefix: str, row: Mapping[str, Any]) -> None:
+    """Write a finished attempt's page where the run's report goes (the run's folder).
+
+    What ``dataspace run`` hands the run controller (``execute_run(on_finished=...)``).
+
+    Raises:
+        StoreError: the page could not be read or written.
+    """
+    from dataspace.report.build import HTML_NAME
+    from dataspace.report.load import OutFolder, RunSource
+    from dataspace.report.tracepages import write_attempt_page
+
+    write_attempt_page(
+        RunSource(store=store, prefix=run_prefix),
+        OutFolder(store=derived_store(store), prefix=run_prefix),
+        row,
+        report_key=HTML_NAME,
+    )
+
+
+__all__ = [
+    "derived_store",
+    "summary_markdown",
+    "summary_page",
+    "summary_rows",
+    "write_basic_report",
+    "write_finished_page",
+]

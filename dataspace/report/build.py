@@ -45,8 +45,9 @@ logger = logging.getLogger(__name__)
 HTML_NAME = "report.html"
 MARKDOWN_NAME = "report.md"
 ASSETS = "report"
-BACKGROUND_FIGURES = ("pareto", "passk")
-"""Figures drawn in a forked process while the comparisons are computed (the heaviest)."""
+BACKGROUND_FIGURES = ("pareto", "passk", "gaps")
+"""Figures drawn in a forked process while the comparisons and the other figures are computed
+(the heaviest, about half of the work on a large run)."""
 
 
 @dataclass(frozen=True, kw_only=True)

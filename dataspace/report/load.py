@@ -320,7 +320,7 @@ def combine(runs: Sequence[RunData], release: ReleaseMetadata | None = None) -> 
     for i, run in enumerate(runs):
         df = run.results.copy()
         df["run_index"] = i
-        df["label"] = [labels.get((run.run_id, str(a)), str(a)) for a in df["agent"]]
+        df["label"] = [labels.get((run.run_id, str(a)), str(a)) for a in df["agent"].tolist()]
         frames.append(df)
     df = pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()
     if df.empty:
@@ -331,7 +331,7 @@ def combine(runs: Sequence[RunData], release: ReleaseMetadata | None = None) -> 
     rel = dict(release.tasks) if release is not None else {}
     df["task_metadata"] = [
         rel.get(str(t)) or (m if isinstance(m, Mapping) else None) or {}
-        for t, m in zip(df["task_id"], df["task_metadata"], strict=True)
+        for t, m in zip(df["task_id"].tolist(), df["task_metadata"].tolist(), strict=True)
     ]
     return df
 
@@ -339,7 +339,7 @@ def combine(runs: Sequence[RunData], release: ReleaseMetadata | None = None) -> 
 def task_metadata(df: Any) -> dict[str, Mapping[str, Any]]:
     """Task id -> the first non-empty metadata any row carries for it."""
     out: dict[str, Mapping[str, Any]] = {}
-    for task, md in zip(df["task_id"], df["task_metadata"], strict=True):
+    for task, md in zip(df["task_id"].tolist(), df["task_metadata"].tolist(), strict=True):
         if not out.get(str(task)):
             out[str(task)] = md or {}
     return out

@@ -123,8 +123,8 @@ def _cell(key: str, value: Any) -> str:
         return '<span class="ok">correct</span>' if value else '<span class="bad">incorrect</span>'
     if isinstance(value, float):
         return esc(f"{value:,.4f}".rstrip("0").rstrip("."))
-    if isinstance(value, int) and not isinstance(value, bool) and abs(value) >= 10_000:
-        return esc(f"{value:,}")
+    if isinstance(value, int) and not isinstance(value, bool):
+        return esc(f"{value:,}")  # as an integral float shows: 1234 and 1234.0 alike
     if isinstance(value, dict | list):
         return f"<code>{esc(json.dumps(value, ensure_ascii=False, default=str))}</code>"
     return esc(value)

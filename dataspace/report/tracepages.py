@@ -1,11 +1,16 @@
 """Trace pages: writing every attempt's page of a report (one page: :mod:`.trace_render`).
 
 Every page goes to ``report/traces/<run>/<agent>/<task>-<n>.html`` under the output folder
-(:func:`start_trace_pages`). An attempt's files are written once and never change, so a
-page, once written, stays valid: in ``new`` mode only attempts without a page are rendered
-(a rebuilt report over a large run then reads only what is new); ``all`` re-renders every
-page; ``none`` writes none. A change of the page format (``TRACE_FORMAT``) re-renders
-everything once.
+(:func:`start_trace_pages`). A page depends only on its own attempt: its files (written
+once per try), its results row (:func:`page_row`, typed by the results schema, never by
+the dtypes of a whole table) and where the report sits. Those inputs, with the page
+format (``TRACE_FORMAT``), make the page's content key (:func:`page_key`), written on the
+page's second line. The run controller writes each attempt's page when the attempt
+finishes (:func:`write_attempt_page`), into the run's folder; a report then writes only
+the pages that are missing or whose key differs (``new`` mode: a page of an older
+format, an attempt rescored or run again), ``all`` re-renders every page, ``none``
+writes none. A page written when its attempt finished is byte-identical to the one the
+report would write.
 
 Pages are written in the background while the report's tables and figures are computed:
 by worker processes (``python -m dataspace.report.tracepages``) when every store involved
@@ -17,6 +22,7 @@ from __future__ import annotations
 
 import base64
 import contextlib
+import hashlib
 import json
 import logging
 import os
@@ -33,13 +39,14 @@ from dataspace.report.load import OutFolder, RunData, RunSource
 from dataspace.report.page import is_missing
 from dataspace.report.render import AttemptCell
 from dataspace.report.trace_render import SUMMARY_KEYS, image_paths, render_trace
+from dataspace.runs.results import COLUMNS
 from dataspace.store.keys import TEMP_MARK
 
 logger = logging.getLogger(__name__)
 
 TraceMode = Literal["new", "all", "none"]
 TRACE_MODES: tuple[str, ...] = ("new", "all", "none")
-TRACE_FORMAT = "4"
+TRACE_FORMAT = "5"
 TRACES_DIR = "report/traces"
 THREADS = 8
 MAX_PROCESSES = 4
@@ -54,6 +61,12 @@ IMAGE_TYPES = {
     ".webp": "image/webp",
 }
 ROW_FIELDS = (*SUMMARY_KEYS, "verdict")
+_KINDS = dict(COLUMNS)
+PAGE_FIELDS = (*ROW_FIELDS, *(c for c, _ in COLUMNS if c.startswith("phase_")))
+"""The results columns a trace page shows (the phase timings last, in the schema's order)."""
+KEY_LINE = b"<!-- dataspace trace page "
+"""Starts the page's second line, followed by its content key (see :func:`page_key`)."""
+HEAD_BYTES = 200
 _SEG = re.compile(r"[^A-Za-z0-9._-]")
 
 
@@ -103,6 +116,65 @@ def relative_href(from_key: str, to_key: str) -> str:
     return posixpath.relpath(to_key, posixpath.dirname(from_key) or ".")
 
 
+def page_title(agent: Any, task: Any, attempt: Any) -> str:
+    """A trace page's title: its own attempt's names, whatever else the report shows.
+
+    >>> page_title("gold", "task_3", 2)
+    'gold · task_3 · attempt 2'
+    """
+    return f"{agent} · {task} · attempt {int(attempt)}"
+
+
+def page_row(row: Mapping[str, Any]) -> dict[str, Any]:
+    """The values of one results row that its trace page shows, typed by the results schema.
+
+    The same whether the row comes from ``ResultRow.to_dict()`` when the attempt finishes
+    or from a results table read back (where a column with a null is all floats).
+
+    >>> page_row({"input_tokens": 1234.0, "passed": None, "status": "submitted"})
+    {'status': 'submitted', 'input_tokens': 1234}
+    """
+    out: dict[str, Any] = {}
+    for name in PAGE_FIELDS:
+        v = row.get(name)
+        if not isinstance(v, list | dict) and is_missing(v):
+            continue
+        kind = _KINDS.get(name)
+        if kind == "int64":
+            v = int(v)
+        elif kind == "float64":
+            v = float(v)
+        elif kind == "bool":
+            v = bool(v)
+        elif kind == "json":  # as read back from the table: keys sorted
+            text = v if isinstance(v, str) else json.dumps(v, ensure_ascii=False, sort_keys=True)
+            v = json.loads(text)
+        else:
+            v = str(v)
+        out[name] = v
+    return out
+
+
+def page_key(
+    *, title: str, row: Mapping[str, Any], back_href: str, outputs: frozenset[str], try_id: Any
+) -> str:
+    """The content key of a page: everything it is made of but the attempt's own files.
+
+    Those files are written once per try: the try's id stands for them (with the names of
+    the files the attempt kept, which decide the images shown).
+    """
+    doc = [
+        TRACE_FORMAT,
+        title,
+        back_href,
+        row,
+        sorted(outputs),
+        None if is_missing(try_id) else str(try_id),
+    ]
+    text = json.dumps(doc, ensure_ascii=False, sort_keys=True, default=str)
+    return hashlib.sha256(text.encode()).hexdigest()
+
+
 @dataclass(frozen=True, kw_only=True)
 class TracePages:
     """What writing the trace pages did.
@@ -128,39 +200,49 @@ class _Job:
     title: str
     row: Mapping[str, Any]
     outputs: frozenset[str]
+    content: str  # the page's content key
+    existing: bool = False  # a page is there: kept if its key is this one
+
+
+@dataclass(frozen=True, kw_only=True)
+class _Batch:
+    """What a batch of pages did: problems (one line per page not written) and pages kept."""
+
+    problems: list[str]
+    kept: int = 0
 
 
 @dataclass(frozen=True, kw_only=True)
 class PendingTraces:
-    """Trace pages being written; ``cells`` and ``kept`` are known at once.
+    """Trace pages being written; ``cells`` is known at once.
 
     Attributes:
         cells: (task id, agent label) -> the attempts, each with its page link if any.
-        kept: pages that already existed and are kept.
-        jobs: pages being written.
+        jobs: pages being written or checked (an existing page with the same content key
+            is kept).
         out: the output folder.
-        futures: one per batch, each resolving to the problems of its pages.
+        futures: one per batch.
         executor: what runs the batches (shut down by ``wait``).
     """
 
     cells: Mapping[tuple[str, str], Sequence[AttemptCell]]
-    kept: int
     jobs: int
     out: OutFolder
-    futures: tuple[Future[list[str]], ...] = ()
+    futures: tuple[Future[_Batch], ...] = ()
     executor: Executor | None = None
 
     def wait(self) -> TracePages:
         """Wait for every page; returns the tally and notes on pages that failed."""
         problems: list[str] = []
+        kept = 0
         try:
             for fut in self.futures:
-                problems.extend(fut.result())
+                batch = fut.result()
+                problems.extend(batch.problems)
+                kept += batch.kept
         finally:
             if self.executor is not None:
                 self.executor.shutdown(wait=True)
-        if self.jobs or self.kept:
-            self.out.put(f"{TRACES_DIR}/FORMAT", TRACE_FORMAT.encode())
         for p in problems[:20]:
             logger.warning("%s", p)
         notes = (
@@ -169,7 +251,7 @@ class PendingTraces:
             else ()
         )
         return TracePages(
-            cells=self.cells, written=self.jobs - len(problems), kept=self.kept, notes=notes
+            cells=self.cells, written=self.jobs - kept - len(problems), kept=kept, notes=notes
         )
 
 
@@ -191,22 +273,70 @@ def _index(source: RunSource) -> dict[str, set[str]]:
     return {f: outputs.get(f, set()) for f in logs}
 
 
-def _existing(out: OutFolder) -> set[str]:
-    """Trace pages already in the output folder, if they have the current format."""
+def attempts_source(source: RunSource) -> RunSource:
+    """Where a run's attempts live: its folder, or the run's folder for a rescored version.
+
+    A rescored version (``runs/<id>/rescore-<N>``) is marked by its ``rescore.json``.
+    """
+    from dataspace.store import open_store
+
     try:
-        marker = out.store.get_bytes(out.key(f"{TRACES_DIR}/FORMAT")).decode().strip()
-    except (NotFoundError, UnicodeDecodeError):
-        return set()
-    if marker != TRACE_FORMAT:
-        return set()
+        if not source.store.exists(source.key("rescore.json")):
+            return source
+    except StoreError:
+        return source
+    if source.prefix.strip("/"):
+        parent = source.prefix.strip("/").rpartition("/")[0]
+        return RunSource(store=source.store, prefix=parent)
+    return RunSource(store=open_store(source.uri.rstrip("/").rpartition("/")[0]))
+
+
+def _existing(out: OutFolder) -> set[str]:
+    """Trace pages already in the output folder (whatever their content key)."""
     base = len(out.key(""))
-    return {k[base:] for k in out.store.list(out.key(f"{TRACES_DIR}/")) if k.endswith(".html")}
+    try:
+        return {k[base:] for k in out.store.list(out.key(f"{TRACES_DIR}/")) if k.endswith(".html")}
+    except NotFoundError:
+        return set()
+
+
+def _job(
+    source: RunSource,
+    out: OutFolder,
+    row: Mapping[str, Any],
+    outputs: set[str] | frozenset[str],
+    *,
+    report_key: str,
+    existing: bool,
+) -> _Job:
+    """The page of the attempt whose results row is ``row`` (a mapping of its columns)."""
+    run_id, agent, task, n = row["run_id"], row["agent"], row["task_id"], int(row["attempt"])
+    key = trace_key(run_id, agent, task, n)
+    title = page_title(agent, task, n)
+    shown = page_row(row)
+    files = frozenset(outputs)
+    back = relative_href(out.key(key), out.key(report_key))
+    return _Job(
+        source=source,
+        folder=f"attempts/{agent}/{task}/{n}",
+        key=key,
+        title=title,
+        row=shown,
+        outputs=files,
+        content=page_key(
+            title=title, row=shown, back_href=back, outputs=files, try_id=row.get("try_id")
+        ),
+        existing=existing,
+    )
 
 
 def start_trace_pages(
     runs: Sequence[RunData], df: Any, out: OutFolder, *, mode: str, report_key: str
 ) -> PendingTraces:
     """Plan the trace pages of every attempt that has an event log and start writing them.
+
+    In ``new`` mode an existing page is read (its first line) and kept when its content
+    key is the one the page would have now; otherwise it is written again.
 
     Args:
         runs: the runs.
@@ -217,37 +347,34 @@ def start_trace_pages(
     """
     cells: dict[tuple[str, str], list[AttemptCell]] = {}
     if df.empty:
-        return PendingTraces(cells=cells, kept=0, jobs=0, out=out)
-    have = {r.run_id: _index(r.source) for r in runs} if mode != "none" else {}
+        return PendingTraces(cells=cells, jobs=0, out=out)
+    sources = {r.run_id: attempts_source(r.source) for r in runs} if mode != "none" else {}
+    have = {rid: _index(src) for rid, src in sources.items()}
     existing = _existing(out) if mode == "new" else set()
-    sources = {r.run_id: r.source for r in runs}
     jobs: list[_Job] = []
-    kept = 0
-    fields = [c for c in ROW_FIELDS if c in df.columns]
-    phase_cols = [c for c in df.columns if c.startswith("phase_")]
-    rows = df[fields + phase_cols].to_dict("records") if mode != "none" else []
+    fields = [c for c in (*PAGE_FIELDS, "try_id") if c in df.columns]
+    ident = ["run_id", "agent", "task_id", "attempt"]
+    rows = df[list(dict.fromkeys(ident + fields))].to_dict("records") if mode != "none" else []
     cols = ["run_id", "agent", "task_id", "attempt", "label", "passed", "status", "error_code"]
+    # whole columns as Python lists: far cheaper than iterating Arrow-backed columns
     for i, (run_id, agent, task, n, label, passed, status, code) in enumerate(
-        df[cols].itertuples(index=False)
+        zip(*(df[c].tolist() for c in cols), strict=True)
     ):
         folder = f"attempts/{agent}/{task}/{int(n)}"
         href = None
         outputs = have.get(run_id, {}).get(folder)
         if outputs is not None:
             href = trace_key(run_id, agent, task, n)
-            if href in existing:
-                kept += 1
-            else:
-                jobs.append(
-                    _Job(
-                        source=sources[run_id],
-                        folder=folder,
-                        key=href,
-                        title=f"{label} · {task} · attempt {int(n)}",
-                        row=_clean(rows[i]),
-                        outputs=frozenset(outputs),
-                    )
+            jobs.append(
+                _job(
+                    sources[run_id],
+                    out,
+                    rows[i],
+                    outputs,
+                    report_key=report_key,
+                    existing=href in existing,
                 )
+            )
         cells.setdefault((str(task), str(label)), []).append(
             AttemptCell(
                 attempt=int(n),
@@ -261,8 +388,8 @@ def start_trace_pages(
         v.sort(key=lambda c: c.attempt)
 
     if not jobs:
-        return PendingTraces(cells=cells, kept=kept, jobs=0, out=out)
-    n_procs = _process_count(runs, out, len(jobs))
+        return PendingTraces(cells=cells, jobs=0, out=out)
+    n_procs = _process_count(runs, out, sum(not j.existing for j in jobs))
     if n_procs:
         # worker processes (the work is partly CPU bound); threads only wait on them
         executor: Executor = ThreadPoolExecutor(max_workers=n_procs, thread_name_prefix="ds-trace")
@@ -278,8 +405,32 @@ def start_trace_pages(
             for k in range(0, len(jobs), size)
         ]
     return PendingTraces(
-        cells=cells, kept=kept, jobs=len(jobs), out=out, futures=tuple(futures), executor=executor
+        cells=cells, jobs=len(jobs), out=out, futures=tuple(futures), executor=executor
     )
+
+
+def write_attempt_page(
+    source: RunSource, out: OutFolder, row: Mapping[str, Any], *, report_key: str
+) -> bool:
+    """Write the trace page of one finished attempt (the run controller calls this).
+
+    The page is the one a report into ``out`` would write for this row; an existing page
+    with the same content key is kept. Returns False when the attempt has no event log.
+
+    Raises:
+        StoreError: the page could not be read or written.
+    """
+    folder = f"attempts/{row['agent']}/{row['task_id']}/{int(row['attempt'])}"
+    base = len(source.key(folder)) + 1
+    names = {k[base:] for k in source.store.list(source.key(f"{folder}/"))}
+    if "events.jsonl" not in names:
+        return False
+    outputs = {n[len("output/") :] for n in names if n.startswith("output/")}
+    job = _job(source, out, row, outputs, report_key=report_key, existing=True)
+    batch = render_pages([job], out, report_key)
+    if batch.problems:
+        raise StoreError(batch.problems[0])
+    return True
 
 
 def _process_count(runs: Sequence[RunData], out: OutFolder, n_jobs: int) -> int:
@@ -297,7 +448,7 @@ def _process_count(runs: Sequence[RunData], out: OutFolder, n_jobs: int) -> int:
     return min(cpus, MAX_PROCESSES)
 
 
-def _in_subprocess(jobs: Sequence[_Job], out: OutFolder, report_key: str) -> list[str]:
+def _in_subprocess(jobs: Sequence[_Job], out: OutFolder, report_key: str) -> _Batch:
     """Render a batch in a fresh interpreter (``python -m dataspace.report.tracepages``).
 
     A fresh interpreter, not ``multiprocessing``: the caller's main module is never
@@ -324,9 +475,9 @@ def _in_subprocess(jobs: Sequence[_Job], out: OutFolder, report_key: str) -> lis
             timeout=WORKER_TIMEOUT,
         )
         if proc.returncode == 0:
-            problems = pickle.loads(proc.stdout)
-            if isinstance(problems, list):
-                return [str(p) for p in problems]
+            batch = pickle.loads(proc.stdout)
+            if isinstance(batch, _Batch):
+                return batch
         logger.warning(
             "trace worker failed (exit %s): %s; rendering its %d pages here",
             proc.returncode,
@@ -338,16 +489,37 @@ def _in_subprocess(jobs: Sequence[_Job], out: OutFolder, report_key: str) -> lis
     return render_pages(jobs, out, report_key)
 
 
-def render_pages(jobs: Sequence[_Job], out: OutFolder, report_key: str) -> list[str]:
-    """Render and write a batch of trace pages; returns one line per page that failed."""
+def render_pages(jobs: Sequence[_Job], out: OutFolder, report_key: str) -> _Batch:
+    """Render and write a batch of trace pages (keeping those already up to date)."""
     problems = []
+    kept = 0
     folders: set[str] = set()
     for job in jobs:
         try:
-            _put_page(out, job.key, _page(job, out, report_key).encode(), folders)
+            if job.existing and _head_key(out, job.key) == job.content:
+                kept += 1
+                continue
+            _put_page(out, job.key, _page(job, out, report_key), folders)
         except (StoreError, OSError) as exc:
             problems.append(f"{job.source.key(job.folder)}: trace page not written ({exc})")
-    return problems
+    return _Batch(problems=problems, kept=kept)
+
+
+def _head_key(out: OutFolder, key: str) -> str | None:
+    """The content key an existing page carries (None: no page, or one without a key)."""
+    path = out.store.local_path(out.key(key))
+    try:
+        if path is not None:
+            with open(path, "rb") as fh:
+                head = fh.read(HEAD_BYTES)
+        else:
+            head = bytes(out.store.get_bytes(out.key(key)))[:HEAD_BYTES]
+    except (NotFoundError, FileNotFoundError):
+        return None
+    line = head.split(b"\n", 2)[1] if head.count(b"\n") >= 2 else b""
+    if not line.startswith(KEY_LINE):
+        return None
+    return line[len(KEY_LINE) :].split(b" ", 1)[0].decode("ascii", "replace")
 
 
 def _put_page(out: OutFolder, key: str, data: bytes, folders: set[str]) -> None:
@@ -358,7 +530,7 @@ def _put_page(out: OutFolder, key: str, data: bytes, folders: set[str]) -> None:
     whole: a temporary file in the same folder, renamed over the page (temporary names
     carry the store's mark, so listings skip them).
     """
-    path = out.store.local_path(out.key(key)) if hasattr(out.store, "local_path") else None
+    path = out.store.local_path(out.key(key))
     if path is None:
         out.put(key, data)
         return
@@ -377,7 +549,14 @@ def _put_page(out: OutFolder, key: str, data: bytes, folders: set[str]) -> None:
         raise
 
 
-def _page(job: _Job, out: OutFolder, report_key: str) -> str:
+def _page(job: _Job, out: OutFolder, report_key: str) -> bytes:
+    """The page, its content key on its second line (after the doctype)."""
+    html = _render(job, out, report_key).encode()
+    first, _, rest = html.partition(b"\n")
+    return first + b"\n" + KEY_LINE + job.content.encode() + b" -->\n" + rest
+
+
+def _render(job: _Job, out: OutFolder, report_key: str) -> str:
     src = job.source
     events = _get(src, f"{job.folder}/events.jsonl")
     notes: list[str] = []
@@ -405,16 +584,6 @@ def _page(job: _Job, out: OutFolder, report_key: str) -> str:
     )
 
 
-def _clean(row: Mapping[str, Any]) -> dict[str, Any]:
-    out = {}
-    for k, v in row.items():
-        if isinstance(v, list | dict):
-            out[k] = v
-        elif not is_missing(v):
-            out[k] = v.item() if hasattr(v, "item") else v  # numpy scalars -> Python
-    return out
-
-
 def _get(source: RunSource, key: str) -> bytes | None:
     try:
         return bytes(source.store.get_bytes(source.key(key)))
@@ -437,15 +606,15 @@ def _kept_image(source: RunSource, job: _Job, path: str) -> str | None:
 def _worker_main() -> int:
     """The worker process: a pickled ``(jobs, out_folder, report_key)`` batch on stdin.
 
-    Writes the pages and answers with the pickled list of problems on stdout. Started only
+    Writes the pages and answers with the pickled ``_Batch`` on stdout. Started only
     by :func:`_in_subprocess`, with batches it made itself.
     """
     import pickle
     import sys
 
     jobs, out, report_key = pickle.load(sys.stdin.buffer)
-    problems = render_pages(jobs, out, report_key)
-    sys.stdout.buffer.write(pickle.dumps(problems))
+    batch = render_pages(jobs, out, report_key)
+    sys.stdout.buffer.write(pickle.dumps(batch))
     sys.stdout.buffer.flush()
     return 0
 
@@ -456,12 +625,17 @@ __all__ = [
     "PendingTraces",
     "TraceMode",
     "TracePages",
+    "attempts_source",
+    "page_key",
+    "page_row",
+    "page_title",
     "relative_href",
     "render_pages",
     "safe_segment",
     "start_trace_pages",
     "trace_key",
     "trace_mode",
+    "write_attempt_page",
 ]
 
 

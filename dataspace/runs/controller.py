@@ -98,6 +98,8 @@ if TYPE_CHECKING:
 logger = logging.getLogger(__name__)
 
 ProgressFn = Callable[[dict[str, Any]], None]
+FinishedFn = Callable[[Any, str, dict[str, Any]], None]
+"""Called with the run's store, its folder's prefix and a finished attempt's priced row."""
 UNFINISHED = UNFINISHED_STATUSES
 NO_MEASURE = (
     AttemptStatus.INFRASTRUCTURE_ERROR.value,
@@ -215,6 +217,7 @@ def execute_run(
     retry: Sequence[str] = (),
     lease_ttl: float | None = None,
     keys_from: str | None = None,
+    on_finished: FinishedFn | None = None,
 ) -> RunOutcome:
     """Run (or resume) every attempt of ``spec`` and write results and summary.
 
@@ -232,6 +235,10 @@ def execute_run(
             ``endpoint_unreachable``); the earlier try is kept (see ``retry_marked``).
         lease_ttl: seconds after which another invocation takes over this one's lease if
             it stops renewing it (default ``dataspace.runs.lease.lease_seconds()``).
+        on_finished: called with the run's store, its folder's key prefix and the priced
+            row (``ResultRow.to_dict()``) of each attempt that finishes, in one background
+            thread (``dataspace.report.basic.write_finished_page`` writes its trace page); what it
+            raises is logged.
         keys_from: where this process's environment (the model keys) comes from, for
             preflight's fix of a missing key (``dataspace.runs.preflight.KEYS_FROM_*``;
             None: the shell that runs dataspace).
@@ -294,6 +301,7 @@ def execute_run(
             lease=lease,
             sweep=sweep,
             keys_from=keys_from,
+            on_finished=on_finished,
         )
     finally:
         lease.release()
@@ -317,6 +325,7 @@ def _execute_leased(
     lease: RunLease,
     sweep: bool,
     keys_from: str | None,
+    on_finished: FinishedFn | None = None,
 ) -> RunOutcome:
     counts = release.counts(task_ids)
     plan = plan_attempts(
@@ -387,6 +396,7 @@ def _execute_leased(
         preflight_cost=report.cost_usd if report else 0.0,
         scored_tasks=len(counts.scored),
         tasks=len(counts.tasks),
+        on_finished=on_finished,
     )
     swept = 0
     try:
@@ -397,6 +407,7 @@ def _execute_leased(
         run.interrupted = True
         logger.warning("run %s interrupted; finished attempts are kept", spec.run_id)
     finally:
+        run.close_pages(cancel=run.interrupted)
         if pending and sweep:
             swept += sweep_run(spec)
         sweep_scratch(run.scheduled)  # what workers killed outright left on this host
@@ -893,6 +904,8 @@ class _Run:
     _table: dict[str, ResultRow] = field(default_factory=dict)  # its rows as last written
     _changed: dict[str, None] = field(default_factory=dict)  # keys to write (ordered set)
     _full: bool = True  # the next write rewrites the whole table
+    on_finished: FinishedFn | None = None
+    _pages: Any = None  # runs on_finished (one background thread)
 
     # ---- what was spent -----------------------------------------------------------------
     def refresh_journals(self, keys: set[str] | list[str]) -> None:
@@ -1109,12 +1122,29 @@ class _Run:
             self.executed += 1
             priced = price_row(spec, row)
             spend += float(priced.cost_usd or 0.0)
+            self.write_page(priced)
             self.emit(priced.to_dict())
             if row.endpoint_unreachable:  # an outage, whatever the profile calls the outcome
                 self._count_infra(req.agent.name, ENDPOINT_UNREACHABLE, row.error or "")
             else:
                 self.in_a_row[req.agent.name] = 0
             self._maybe_write()
+
+    def write_page(self, row: ResultRow) -> None:
+        """Hand a finished attempt's priced row to ``on_finished`` (its trace page)."""
+        from concurrent.futures import ThreadPoolExecutor
+
+        if self.on_finished is None:
+            return
+        if self._pages is None:
+            self._pages = ThreadPoolExecutor(max_workers=1, thread_name_prefix="ds-page")
+        self._pages.submit(_call_finished, self.on_finished, self.store, self.layout.prefix, row)
+
+    def close_pages(self, *, cancel: bool = False) -> None:
+        """Wait for the trace pages being written (``cancel``: drop those not started)."""
+        if self._pages is not None:
+            self._pages.shutdown(wait=True, cancel_futures=cancel)
+            self._pages = None
 
     def _fault(self, req: AttemptRequest, cause: BaseException) -> AttemptRequest | None:
         """Record one infrastructure failure; the request to retry, if any."""
@@ -1261,6 +1291,16 @@ class _Run:
             failures=self.failures.get(p.key, []),
             reason=reason,
         )
+
+
+def _call_finished(fn: FinishedFn, store: Any, prefix: str, row: ResultRow) -> None:
+    try:
+        fn(store, prefix, row.to_dict())
+    except Exception as exc:  # derived output (a trace page): never fails the run
+        logger.warning(
+            "%s: after attempt %s/%s/%s finished: %s", prefix, row.agent, row.task_id,
+            row.attempt, exc,
+        )  # fmt: skip
 
 
 def infra_by_cause(

@@ -356,3 +356,43 @@ def test_runs_of_different_releases_are_refused_unless_allowed(store_root, tmp_p
     finally:
         for run in runs:
             (run / "spec.json").unlink()
+
+
+def test_a_trace_page_depends_only_on_its_own_attempt(store_root, tmp_path):
+    """Guards: a page's numbers followed the dtype of their column over the whole table."""
+    from dataspace.report.load import OutFolder, read_run
+    from dataspace.report.tracepages import page_row, write_attempt_page
+    from dataspace.runs.results import read_rows
+
+    run = store_root / "runs" / "demo"
+    res = build_report([str(run)], out=str(tmp_path / "a"), traces="all")
+    assert res.traces > 0
+    df = read_run(RunSource(store=open_store(str(run)))).results
+    assert df["input_tokens"].dtype == float  # a column with nulls: every value a float
+    records = read_rows((run / "results.parquet").read_bytes())
+    framed = df.to_dict("records")
+    for rec, row in zip(records, framed, strict=True):
+        assert page_row(rec.to_dict()) == page_row(row)
+    ran = next(r for r in records if r.input_tokens)
+    out = OutFolder(store=open_store(str(tmp_path / "b")))
+    source = RunSource(store=open_store(str(run)))
+    assert write_attempt_page(source, out, ran.to_dict(), report_key="report.html")
+    rel = f"report/traces/demo/{ran.agent}/{ran.task_id}-{ran.attempt}.html"
+    alone = (tmp_path / "b" / rel).read_bytes()
+    assert alone == (tmp_path / "a" / rel).read_bytes()
+    assert f"<td>{ran.input_tokens:,}</td>".encode() in alone
+
+
+def test_stale_trace_pages_are_written_again(store_root, tmp_path):
+    """A page whose content key differs (an older format, another row) is rewritten."""
+    out = tmp_path / "out"
+    run = str(store_root / "runs" / "official")
+    first = build_report([run], out=str(out))
+    pages = sorted((out / "report" / "traces").rglob("*.html"))
+    original = pages[0].read_bytes()
+    head, _, rest = original.partition(b"\n")
+    pages[0].write_bytes(head + b"\n" + rest.partition(b"\n")[2])  # as an older version wrote
+    pages[1].write_bytes(original.replace(b"page ", b"page 0", 1))  # another content key
+    again = build_report([run], out=str(out))
+    assert (again.traces, again.traces_kept) == (2, first.traces - 2)
+    assert pages[0].read_bytes() == original

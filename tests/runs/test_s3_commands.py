@@ -78,6 +78,9 @@ def test_commands_after_a_run_accept_s3_uris(tmp_path):
     assert "accuracy 100.00% (2/2)" in run.stdout
     assert report.returncode == 0, report.stdout + report.stderr
     assert f"{RUN}/report.html" in report.stdout and "report.html" in listed
+    # the run wrote each attempt's trace page as it finished; the report kept them
+    assert "traces:   0 pages written, 2 kept" in report.stdout, report.stdout
+    assert {"report/traces/r1/gold/task_1-1.html", "report/traces/r1/gold/task_2-1.html"} <= listed
     assert export.returncode == 0, export.stdout + export.stderr
     for task in ("task_1", "task_2"):
         assert (tmp_path / "b" / "predictions" / task / "prediction.csv").is_file()
