@@ -101,9 +101,13 @@ def _library_imports(tree: ast.AST) -> list[tuple[str, str, str]]:
 
 def _called_names(tree: ast.AST) -> set[str]:
     """Names called or read from in the module: ``f(...)``, ``C.method(...)`` and
-    ``C.default`` count for f and C."""
+    ``C.default`` count for f and C, and a function handed to a call (``on_finished=f``)
+    for f."""
     called = set()
     for node in ast.walk(tree):
+        if isinstance(node, ast.Call):
+            handed = [*node.args, *(k.value for k in node.keywords)]
+            called.update(a.id for a in handed if isinstance(a, ast.Name))
         if isinstance(node, ast.Call | ast.Attribute):
             func = node.func if isinstance(node, ast.Call) else node
             while isinstance(func, ast.Attribute):
