@@ -119,7 +119,7 @@ def test_the_build_command_prints_the_video_composition(tmp_path, bundled_cache)
                     {
                         "kind": "bundled",
                         "path": "clinical",
-                        "limit": 6,
+                        "limit": 2,
                         "options": {"cache_dir": str(bundled_cache)},
                     }
                 ],
