@@ -11,11 +11,8 @@ from __future__ import annotations
 import importlib
 import pkgutil
 import re
-import sys
-from pathlib import Path
 
 import dataspace.errors
-import dataspace.sandbox
 from dataspace.errors import DataSpaceError
 
 PACKAGES = ("dataspace", "builder", "ray_jobs")
@@ -35,14 +32,8 @@ def _project_modules() -> list[str]:
 
 
 def _exception_classes() -> list[type[BaseException]]:
-    # the in-sandbox programs import their shared file operations as the top-level
-    # ``_outputfs``, as they do inside the sandbox where it is shipped beside them
-    sys.path.append(str(Path(dataspace.sandbox.__file__).parent))
-    try:
-        for name in _project_modules():
-            importlib.import_module(name)
-    finally:
-        sys.path.remove(str(Path(dataspace.sandbox.__file__).parent))
+    for name in _project_modules():
+        importlib.import_module(name)
     seen: list[type[BaseException]] = []
     stack: list[type[BaseException]] = [BaseException]
     while stack:

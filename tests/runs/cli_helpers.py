@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import signal
 import subprocess
 import sys
 import tempfile
@@ -50,6 +51,14 @@ def write_spec(
     }
     path.write_text(yaml.safe_dump(obj, sort_keys=False))
     return path
+
+
+def as_terminal_foreground() -> None:
+    """A ``preexec_fn``: SIGINT and SIGQUIT at their defaults, as in a terminal's foreground
+    job, also when the suite itself runs in the background (a shell's background job
+    ignores both, and a child inherits that)."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+    signal.signal(signal.SIGQUIT, signal.SIG_DFL)
 
 
 def cli_env(ray_dir: Path | None = None, **extra: str) -> dict[str, str]:

@@ -12,7 +12,16 @@ import time
 from pathlib import Path
 
 import pytest
-from cli_helpers import KEY_ENV, SECRET, cli_env, dataspace, model_agent, short_ray_dir, write_spec
+from cli_helpers import (
+    KEY_ENV,
+    SECRET,
+    as_terminal_foreground,
+    cli_env,
+    dataspace,
+    model_agent,
+    short_ray_dir,
+    write_spec,
+)
 
 from dataspace.runs.results import read_results
 from dataspace.store import open_store
@@ -52,6 +61,7 @@ def _start(spec: Path, env: dict[str, str]) -> subprocess.Popen[str]:
         text=True,
         env=env,
         start_new_session=True,
+        preexec_fn=as_terminal_foreground,
     )
 
 

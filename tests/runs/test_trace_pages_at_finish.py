@@ -16,7 +16,16 @@ import sys
 from pathlib import Path
 
 import pytest
-from cli_helpers import KEY_ENV, SECRET, cli_env, dataspace, model_agent, short_ray_dir, write_spec
+from cli_helpers import (
+    KEY_ENV,
+    SECRET,
+    as_terminal_foreground,
+    cli_env,
+    dataspace,
+    model_agent,
+    short_ray_dir,
+    write_spec,
+)
 from test_report_mid_run import HELD, SOLVE, _wait_for
 
 from dataspace.testing.releases import write_tiny_release
@@ -62,6 +71,7 @@ def test_pages_at_finish_resume_rescore_and_older_pages(tmp_path, ray_dir):
             stdout=subprocess.PIPE,
             stderr=subprocess.STDOUT,
             text=True,
+            preexec_fn=as_terminal_foreground,
         )
         try:
             # the finished attempts' pages appear while the run is still going

@@ -21,7 +21,10 @@ import os
 import sys
 import tarfile
 
-from _outputfs import DIR_FLAGS, open_dir, open_file, read_file, write_file
+try:  # in the sandbox, shipped ahead of this program (sandbox_program)
+    from _outputfs import DIR_FLAGS, open_dir, open_file, read_file, write_file
+except ModuleNotFoundError:  # imported on the host, as a module of the package
+    from dataspace.sandbox._outputfs import DIR_FLAGS, open_dir, open_file, read_file, write_file
 
 OUTPUT = "/output"
 _MAX_DEPTH = 64

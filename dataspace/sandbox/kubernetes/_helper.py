@@ -47,9 +47,14 @@ import tarfile
 import threading
 import time
 
-from _outputfs import DIR_FLAGS as _DIR
-from _outputfs import FILE_FLAGS as _FILE
-from _outputfs import read_file, write_file
+try:  # in the sandbox, shipped ahead of this program (sandbox_program)
+    from _outputfs import DIR_FLAGS as _DIR
+    from _outputfs import FILE_FLAGS as _FILE
+    from _outputfs import read_file, write_file
+except ModuleNotFoundError:  # imported on the host, as a module of the package
+    from dataspace.sandbox._outputfs import DIR_FLAGS as _DIR
+    from dataspace.sandbox._outputfs import FILE_FLAGS as _FILE
+    from dataspace.sandbox._outputfs import read_file, write_file
 
 ROOT = os.environ.get("DS_SANDBOX_ROOT", "/")
 STAGED_MARKER = "/stage/staged"

@@ -601,7 +601,9 @@ class FakeKubernetes:
                 "phase": "Pending",
                 "conditions": [{"type": "PodScheduled", "status": "False", "reason": "Pending"}],
             }
-            root = self._dir / ns / name
+            # a pod's files are its own: one made again under the same name (a retried
+            # create, a rerun) never shares them with one still being removed
+            root = self._dir / ns / f"{name}-{meta['uid'][:8]}"
             pod = Pod(obj=body, behaviour=self.behaviour, root=root)
             self._store.pods[(ns, name)] = pod
             self._store.created_total += 1
