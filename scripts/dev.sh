@@ -252,11 +252,9 @@ case "$cmd" in
     demo) exec .venv/bin/dataspace demo "$@" ;;
     test)
         # in worker processes (pytest-xdist), one test file per worker at a time: as many
-        # workers as cores, from 2 to 4; files in the collection's order (tests/conftest.py
-        # puts the longest first), not xdist's (most tests first, which left the long
-        # run-through files of few tests to the end)
+        # workers as cores, from 2 to 4
         workers=$(nproc); ((workers < 2)) && workers=2; ((workers > 4)) && workers=4
-        exec .venv/bin/python -m pytest -n "$workers" --dist loadfile --no-loadscope-reorder "$@" ;;
+        exec .venv/bin/python -m pytest -n "$workers" --dist loadfile "$@" ;;
     shell) exec "$@" ;;
     *) echo "usage: scripts/dev.sh demo [--out DIR] | test [PYTEST ARGS] | shell CMD..." >&2; exit 2 ;;
 esac

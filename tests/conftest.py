@@ -73,19 +73,3 @@ def demo_tasks(demo_release: Path) -> tuple[str, ...]:
     first(lambda m: m.get("question_language") == "zh")
     assert len(chosen) == 3, f"the demo release has no three such tasks: {chosen}"
     return tuple(chosen)
-
-
-def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """Test files with the longest stated time budget (the largest ``timeout`` mark of their
-    tests, else the configured timeout) first, in the collection's order otherwise: with
-    ``scripts/dev.sh test`` (one file per worker at a time, in this order) the long
-    run-through files start early and the short ones fill the ends of the workers' time."""
-    default = float(config.getini("timeout") or 0)
-    budget: dict[str, float] = {}
-    for item in items:
-        mark = item.get_closest_marker("timeout")
-        seconds = float(mark.args[0]) if mark is not None and mark.args else default
-        path = item.nodeid.split("::")[0]
-        budget[path] = max(budget.get(path, 0.0), seconds)
-    rank = {path: i for i, path in enumerate(sorted(budget, key=lambda p: -budget[p]))}
-    items.sort(key=lambda item: rank[item.nodeid.split("::")[0]])
