@@ -63,21 +63,10 @@ def encode(
         frame = frame if isinstance(frame, bytes) else bytes(frame)
         order.append(distinct.setdefault(frame, len(distinct)))
     yuv = _to_yuv420p(list(distinct), width=width, height=height, fps=fps)
-    if yuv is not None:
-        return _encode(
-            (yuv[i] for i in order),
-            pix_fmt="yuv420p",
-            width=width,
-            height=height,
-            fps=fps,
-            audio_wav=audio_wav,
-            seconds=seconds,
-            crf=crf,
-        )
-    rgb = list(distinct)
+    pool, pix_fmt = (yuv, "yuv420p") if yuv is not None else (list(distinct), "rgb24")
     return _encode(
-        (rgb[i] for i in order),
-        pix_fmt="rgb24",
+        (pool[i] for i in order),
+        pix_fmt=pix_fmt,
         width=width,
         height=height,
         fps=fps,
