@@ -63,6 +63,14 @@ _DRIVER_KWARGS = frozenset(
      "runtime_env", "job_config"}
 )  # fmt: skip
 _HEAD_MARK = "DATASPACE_RAY_HEAD "
+LEAN_HEAD_SKIPS = ("start_api_server", "start_monitor", "start_log_monitor")
+"""The Ray processes a local instance does without (``ray._private.node.Node`` methods made
+no-ops in its child). A run's own instance has no dashboard or job server to serve (Ray
+starts its API server even without the dashboard, and waits for it), no autoscaler to run,
+and sends no worker output to the driver (``log_to_driver`` is off), so a log monitor would
+only tail files. Without them a local start-up takes about half the time on a busy 2-core
+machine (``scripts/bench_ray_start.py``). A cluster joined at ``ray.address`` is the
+user's own and keeps all of its processes."""
 # The child that starts a local instance: Ray's output goes to its stderr (a log file), the
 # address to its stdout; it keeps the instance until its stdin closes (this process exited).
 _HEAD_SCRIPT = """
@@ -70,6 +78,10 @@ import json, os, sys
 out = os.fdopen(os.dup(1), "w")
 os.dup2(2, 1)
 import ray
+from ray._private.node import Node
+for name in json.loads(sys.argv[3]):
+    if hasattr(Node, name):
+        setattr(Node, name, lambda self, **kw: None)
 ray.init(**json.loads(sys.argv[1]))
 out.write(sys.argv[2] + ray.get_runtime_context().gcs_address + "\\n")
 out.flush()
@@ -413,9 +425,10 @@ def _start_head(node: dict[str, Any], seconds: float, hide_env: frozenset[str]) 
     """
     env = {k: v for k, v in os.environ.items() if k != "RAY_ADDRESS" and k not in hide_env}
     fd, log_path = tempfile.mkstemp(prefix="dataspace-ray-head-", suffix=".log")
+    skips = json.dumps(LEAN_HEAD_SKIPS)
     with os.fdopen(fd, "wb") as log:
         proc = subprocess.Popen(
-            [sys.executable, "-c", _HEAD_SCRIPT, json.dumps(node), _HEAD_MARK],
+            [sys.executable, "-c", _HEAD_SCRIPT, json.dumps(node), _HEAD_MARK, skips],
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             stderr=log,

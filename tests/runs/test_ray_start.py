@@ -8,6 +8,7 @@ something other than a Ray head listens.
 from __future__ import annotations
 
 import os
+import shutil
 import socket
 import threading
 import time
@@ -165,3 +166,43 @@ def test_a_local_start_that_times_out_is_cleaned_up_reported_and_resumable(tmp_p
     assert "2 run now" in done.stdout
     assert "Traceback" not in done.stderr + done.stdout
     assert _wait_gone(marker) == []
+
+
+_LEAN_PROBE = """
+import json, os, ray
+from dataspace.runs import ray_start
+ray_start.connect_ray(num_cpus=1)
+procs = []
+for pid in ray_start._descendants(ray_start._head.proc.pid):
+    try:
+        with open(f"/proc/{pid}/cmdline", "rb") as fh:
+            procs.append(fh.read().replace(b"\\0", b" ").decode())
+    except OSError:
+        pass
+task = ray.remote(num_cpus=0.5)(lambda: os.getpid())
+print(json.dumps({"procs": procs, "worker": ray.get(task.remote(), timeout=120)}))
+"""
+
+
+def test_a_local_instance_starts_without_dashboard_autoscaler_or_log_monitor():
+    """Guards the lean local start: the run's own instance has its GCS and raylet and runs
+    tasks, and no dashboard (API) server, autoscaler monitor or log monitor process."""
+    import json
+    import subprocess
+    import sys
+
+    ray_dir = short_ray_dir()
+    p = subprocess.run(
+        [sys.executable, "-c", _LEAN_PROBE],
+        capture_output=True, text=True, env=cli_env(ray_dir), timeout=240,
+    )  # fmt: skip
+    assert p.returncode == 0, p.stderr[-3000:]
+    seen = json.loads(p.stdout.strip().splitlines()[-1])
+    procs = seen["procs"]
+    assert seen["worker"] > 0
+    assert any("gcs_server" in c for c in procs), procs
+    assert any("/raylet" in c for c in procs), procs
+    for absent in ("dashboard/dashboard.py", "autoscaler/_private/monitor.py", "log_monitor.py"):
+        assert not any(absent in c for c in procs), (absent, procs)
+    assert _wait_gone(str(ray_dir)) == []
+    shutil.rmtree(ray_dir, ignore_errors=True)
