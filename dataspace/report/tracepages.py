@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import base64
 import contextlib
+import functools
 import hashlib
 import json
 import logging
@@ -64,6 +65,7 @@ ROW_FIELDS = (*SUMMARY_KEYS, "verdict")
 _KINDS = dict(COLUMNS)
 PAGE_FIELDS = (*ROW_FIELDS, *(c for c, _ in COLUMNS if c.startswith("phase_")))
 """The results columns a trace page shows (the phase timings last, in the schema's order)."""
+_PAGE_KINDS = tuple((name, _KINDS.get(name)) for name in PAGE_FIELDS)
 KEY_LINE = b"<!-- dataspace trace page "
 """Starts the page's second line, followed by its content key (see :func:`page_key`)."""
 HEAD_BYTES = 200
@@ -91,7 +93,12 @@ def safe_segment(name: Any) -> str:
     >>> safe_segment("my agent/v2"), safe_segment("..")
     ('my_agent_v2', '_..')
     """
-    s = _SEG.sub("_", str(name)) or "_"
+    return _safe(str(name))
+
+
+@functools.lru_cache(maxsize=65536)
+def _safe(name: str) -> str:
+    s = _SEG.sub("_", name) or "_"
     return "_" + s if set(s) <= {"."} else s
 
 
@@ -113,7 +120,13 @@ def relative_href(from_key: str, to_key: str) -> str:
     >>> relative_href("report/traces/r/a/t-1.html", "report.html")
     '../../../../report.html'
     """
-    return posixpath.relpath(to_key, posixpath.dirname(from_key) or ".")
+    return _relpath(to_key, posixpath.dirname(from_key) or ".")
+
+
+@functools.lru_cache(maxsize=4096)
+def _relpath(to_key: str, folder: str) -> str:
+    """``posixpath.relpath`` (pages of one folder share their links: computed once)."""
+    return posixpath.relpath(to_key, folder)
 
 
 def page_title(agent: Any, task: Any, attempt: Any) -> str:
@@ -135,11 +148,11 @@ def page_row(row: Mapping[str, Any]) -> dict[str, Any]:
     {'status': 'submitted', 'input_tokens': 1234}
     """
     out: dict[str, Any] = {}
-    for name in PAGE_FIELDS:
-        v = row.get(name)
-        if not isinstance(v, list | dict) and is_missing(v):
+    get = row.get
+    for name, kind in _PAGE_KINDS:
+        v = get(name)
+        if v is None or (not isinstance(v, list | dict) and is_missing(v)):
             continue
-        kind = _KINDS.get(name)
         if kind == "int64":
             v = int(v)
         elif kind == "float64":
