@@ -14,8 +14,8 @@ report would write.
 
 Pages are written in the background while the report's tables and figures are computed:
 by worker processes (``python -m dataspace.report.tracepages``) when every store involved
-is a local folder and there are many pages (the work is partly CPU bound), by threads
-otherwise (remote stores are I/O bound, and in-memory stores live in this process only).
+is a local folder and there are many pages to write or check (the work, content keys
+included, is partly CPU bound), by threads otherwise (remote stores are I/O bound, and in-memory stores live in this process only).
 """
 
 from __future__ import annotations
@@ -218,6 +218,21 @@ class _Job:
 
 
 @dataclass(frozen=True, kw_only=True)
+class _Planned:
+    """A page to write or check, before its content key is computed (where it is written)."""
+
+    source: RunSource
+    row: Mapping[str, Any]
+    outputs: frozenset[str]
+    existing: bool = False
+
+    def job(self, out: OutFolder, report_key: str) -> _Job:
+        return _job(
+            self.source, out, self.row, self.outputs, report_key=report_key, existing=self.existing
+        )
+
+
+@dataclass(frozen=True, kw_only=True)
 class _Batch:
     """What a batch of pages did: problems (one line per page not written) and pages kept."""
 
@@ -364,7 +379,7 @@ def start_trace_pages(
     sources = {r.run_id: attempts_source(r.source) for r in runs} if mode != "none" else {}
     have = {rid: _index(src) for rid, src in sources.items()}
     existing = _existing(out) if mode == "new" else set()
-    jobs: list[_Job] = []
+    jobs: list[_Planned] = []
     fields = [c for c in (*PAGE_FIELDS, "try_id") if c in df.columns]
     ident = ["run_id", "agent", "task_id", "attempt"]
     rows = df[list(dict.fromkeys(ident + fields))].to_dict("records") if mode != "none" else []
@@ -379,12 +394,10 @@ def start_trace_pages(
         if outputs is not None:
             href = trace_key(run_id, agent, task, n)
             jobs.append(
-                _job(
-                    sources[run_id],
-                    out,
-                    rows[i],
-                    outputs,
-                    report_key=report_key,
+                _Planned(
+                    source=sources[run_id],
+                    row=rows[i],
+                    outputs=frozenset(outputs),
                     existing=href in existing,
                 )
             )
@@ -402,7 +415,9 @@ def start_trace_pages(
 
     if not jobs:
         return PendingTraces(cells=cells, jobs=0, out=out)
-    n_procs = _process_count(runs, out, sum(not j.existing for j in jobs))
+    # every page's content key is computed where the page is written or checked: by worker
+    # processes when there are many (the keys alone are CPU bound), else by threads
+    n_procs = _process_count(runs, out, len(jobs))
     if n_procs:
         # worker processes (the work is partly CPU bound); threads only wait on them
         executor: Executor = ThreadPoolExecutor(max_workers=n_procs, thread_name_prefix="ds-trace")
@@ -414,7 +429,7 @@ def start_trace_pages(
         executor = ThreadPoolExecutor(max_workers=THREADS, thread_name_prefix="ds-trace")
         size = max(1, -(-len(jobs) // (THREADS * 4)))
         futures = [
-            executor.submit(render_pages, jobs[k : k + size], out, report_key)
+            executor.submit(_render_planned, jobs[k : k + size], out, report_key)
             for k in range(0, len(jobs), size)
         ]
     return PendingTraces(
@@ -461,7 +476,12 @@ def _process_count(runs: Sequence[RunData], out: OutFolder, n_jobs: int) -> int:
     return min(cpus, MAX_PROCESSES)
 
 
-def _in_subprocess(jobs: Sequence[_Job], out: OutFolder, report_key: str) -> _Batch:
+def _render_planned(planned: Sequence[_Planned], out: OutFolder, report_key: str) -> _Batch:
+    """Compute the content keys of a batch of planned pages, then write or keep them."""
+    return render_pages([p.job(out, report_key) for p in planned], out, report_key)
+
+
+def _in_subprocess(jobs: Sequence[_Planned], out: OutFolder, report_key: str) -> _Batch:
     """Render a batch in a fresh interpreter (``python -m dataspace.report.tracepages``).
 
     A fresh interpreter, not ``multiprocessing``: the caller's main module is never
@@ -499,7 +519,7 @@ def _in_subprocess(jobs: Sequence[_Job], out: OutFolder, report_key: str) -> _Ba
         )
     except (OSError, pickle.PickleError, EOFError, subprocess.TimeoutExpired) as exc:
         logger.warning("trace worker unavailable (%s); rendering %d pages here", exc, len(jobs))
-    return render_pages(jobs, out, report_key)
+    return _render_planned(jobs, out, report_key)
 
 
 def render_pages(jobs: Sequence[_Job], out: OutFolder, report_key: str) -> _Batch:
@@ -617,7 +637,7 @@ def _kept_image(source: RunSource, job: _Job, path: str) -> str | None:
 
 
 def _worker_main() -> int:
-    """The worker process: a pickled ``(jobs, out_folder, report_key)`` batch on stdin.
+    """The worker process: a pickled ``(planned pages, out_folder, report_key)`` batch on stdin.
 
     Writes the pages and answers with the pickled ``_Batch`` on stdout. Started only
     by :func:`_in_subprocess`, with batches it made itself.
@@ -626,7 +646,7 @@ def _worker_main() -> int:
     import sys
 
     jobs, out, report_key = pickle.load(sys.stdin.buffer)
-    batch = render_pages(jobs, out, report_key)
+    batch = _render_planned(jobs, out, report_key)
     sys.stdout.buffer.write(pickle.dumps(batch))
     sys.stdout.buffer.flush()
     return 0
