@@ -334,12 +334,18 @@ def mcnemar_exact(a_only: int, b_only: int) -> float:
     >>> round(mcnemar_exact(10, 2), 4)
     0.0386
     """
+    return _mcnemar(int(a_only), int(b_only))
+
+
+@functools.lru_cache(maxsize=4096)
+def _mcnemar(a_only: int, b_only: int) -> float:
+    """The test of :func:`mcnemar_exact` (the same counts recur: pairs of harnesses)."""
     from scipy.stats import binomtest
 
-    n = int(a_only) + int(b_only)
+    n = a_only + b_only
     if n == 0:
         return 1.0
-    return float(binomtest(int(a_only), n, 0.5, alternative="two-sided").pvalue)
+    return float(binomtest(a_only, n, 0.5, alternative="two-sided").pvalue)
 
 
 def paired_outcome(
