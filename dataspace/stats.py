@@ -6,13 +6,15 @@ says whether the difference is more than noise. The statistics are SciPy's (``sc
 its exact binomial test, Wilson interval, bootstrap and normal quantiles, which are all this
 needs; statsmodels would add a second, heavier dependency for the same few functions.
 
-- **Accuracy** (correct / scored attempts): the Wilson score interval
-  (``binomtest(...).proportion_ci(method="wilson")``), which keeps its coverage near the
+- **Accuracy** (correct / scored attempts): the Wilson score interval (the formula of
+  ``binomtest(...).proportion_ci(method="wilson")``, computed directly: the same numbers
+  without the test's p-value), which keeps its coverage near the
   nominal level for small samples and rates near 0 or 1, where the normal interval fails.
   With several attempts per task the attempts are counted as trials, as the accuracy is.
 - **Means** (tokens, cost, latency, tool actions): a percentile bootstrap over *tasks*:
   tasks are resampled with all their attempts (``scipy.stats.bootstrap`` over per-task sums
-  and counts, ``paired=True``), so attempts of one task are never treated as independent.
+  and counts, ``paired=True``; the same draws and numbers, computed without its per-call
+  overhead), so attempts of one task are never treated as independent.
   Resampling is seeded (``SEED``): the same results give the same intervals.
 - **pass@k and pass^k** with several attempts per task: the unbiased estimators
   ``1 - C(n-c, k)/C(n, k)`` and ``C(c, k)/C(n, k)`` per task, averaged over tasks, with a
