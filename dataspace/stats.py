@@ -180,7 +180,8 @@ def _percentile_interval(
     else:
         theta = theta / _resampled_sums(c, n, seed, resamples)
     alpha = np.asarray((1 - level) / 2, dtype=theta.dtype)
-    return _linear_quantiles(theta, alpha, 1 - alpha)
+    low, high = _linear_quantiles(theta, alpha, 1 - alpha)
+    return low, high
 
 
 def _resampled_sums(x: Any, n: int, seed: int, resamples: int) -> Any:

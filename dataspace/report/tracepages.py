@@ -15,7 +15,8 @@ report would write.
 Pages are written in the background while the report's tables and figures are computed:
 by worker processes (``python -m dataspace.report.tracepages``) when every store involved
 is a local folder and there are many pages to write or check (the work, content keys
-included, is partly CPU bound), by threads otherwise (remote stores are I/O bound, and in-memory stores live in this process only).
+included, is partly CPU bound), by threads otherwise (remote stores are I/O bound, and
+in-memory stores live in this process only).
 """
 
 from __future__ import annotations
