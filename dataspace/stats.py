@@ -6,13 +6,15 @@ says whether the difference is more than noise. The statistics are SciPy's (``sc
 its exact binomial test, Wilson interval, bootstrap and normal quantiles, which are all this
 needs; statsmodels would add a second, heavier dependency for the same few functions.
 
-- **Accuracy** (correct / scored attempts): the Wilson score interval
-  (``binomtest(...).proportion_ci(method="wilson")``), which keeps its coverage near the
+- **Accuracy** (correct / scored attempts): the Wilson score interval (the formula of
+  ``binomtest(...).proportion_ci(method="wilson")``, computed directly: the same numbers
+  without the test's p-value), which keeps its coverage near the
   nominal level for small samples and rates near 0 or 1, where the normal interval fails.
   With several attempts per task the attempts are counted as trials, as the accuracy is.
 - **Means** (tokens, cost, latency, tool actions): a percentile bootstrap over *tasks*:
   tasks are resampled with all their attempts (``scipy.stats.bootstrap`` over per-task sums
-  and counts, ``paired=True``), so attempts of one task are never treated as independent.
+  and counts, ``paired=True``; the same draws and numbers, computed without its per-call
+  overhead), so attempts of one task are never treated as independent.
   Resampling is seeded (``SEED``): the same results give the same intervals.
 - **pass@k and pass^k** with several attempts per task: the unbiased estimators
   ``1 - C(n-c, k)/C(n, k)`` and ``C(c, k)/C(n, k)`` per task, averaged over tasks, with a
@@ -79,19 +81,37 @@ def check_level(level: float) -> float:
 def wilson(correct: int, n: int, level: float = DEFAULT_LEVEL) -> Interval:
     """The proportion ``correct / n`` with its Wilson score interval.
 
+    SciPy's ``binomtest(correct, n).proportion_ci(method="wilson")`` formula, operation for
+    operation (the same numbers), without the test's p-value that SciPy computes first.
+
     >>> [round(x, 4) for x in wilson(272, 410)]
     [0.6634, 0.6163, 0.7075]
     >>> wilson(0, 0).estimate != wilson(0, 0).estimate  # NaN: no trials
     True
     """
-    from scipy.stats import binomtest
-
     if n <= 0:
         return EMPTY
-    ci = binomtest(int(correct), int(n)).proportion_ci(
-        confidence_level=check_level(level), method="wilson"
-    )
-    return Interval(correct / n, float(ci.low), float(ci.high))
+    k, n = int(correct), int(n)
+    if not 0 <= k <= n:
+        raise ValueError(f"wilson: {k} correct of {n} trials; correct must lie in 0..{n}")
+    z = _z_two_sided(check_level(level))
+    # Newcombe (1998), as scipy.stats._binomtest._binom_wilson_conf_int computes it
+    p = k / n
+    denom = 2 * (n + z**2)
+    center = (2 * n * p + z**2) / denom
+    q = 1 - p
+    delta = z / denom * math.sqrt(4 * n * p * q + z**2)
+    low = 0.0 if k == 0 else center - delta
+    high = 1.0 if k == n else center + delta
+    return Interval(correct / n, float(low), float(high))
+
+
+@functools.lru_cache(maxsize=16)
+def _z_two_sided(level: float) -> Any:
+    """The normal quantile of a two-sided interval at ``level`` (SciPy's ``ndtri``)."""
+    from scipy.special import ndtri
+
+    return ndtri(0.5 + 0.5 * level)
 
 
 def _rng(seed: int) -> Any:
@@ -144,23 +164,73 @@ def _percentile_interval(
     """``scipy.stats.bootstrap`` of ``sum(s) / sum(c)``, paired, percentile: the same numbers.
 
     The same draws (``integers(0, n, (resamples, n))`` from a fresh generator, shared by
-    every interval over ``n`` tasks), the same sums over the same resampled arrays and the
-    same quantiles as SciPy's, without its per-call validation and its gather of the index
-    itself; with every count 1 the resampled counts sum to ``n`` exactly, so they are not
-    gathered either.
+    every interval over ``n`` tasks), the same sums and the same quantiles as SciPy's,
+    without its per-call validation. A resample's sum is taken over the resampled array
+    (NumPy's pairwise summation, as SciPy does) unless every value is a whole number small
+    enough to be summed exactly in any order: then it is the resample's counts of each task
+    times the values (one matrix product, the same sums). With every count 1 the resampled
+    counts sum to ``n`` exactly.
     """
     import numpy as np
-    from scipy.stats import quantile
 
-    i = _resample_indices(len(s), seed, resamples)
-    theta = s[..., i].sum(axis=-1)
+    n = len(s)
+    theta = _resampled_sums(s, n, seed, resamples)
     if np.all(c == 1.0):
-        theta = theta / np.full(theta.shape, float(len(c)))
+        theta = theta / np.full(theta.shape, float(n))
     else:
-        theta = theta / c[..., i].sum(axis=-1)
+        theta = theta / _resampled_sums(c, n, seed, resamples)
     alpha = np.asarray((1 - level) / 2, dtype=theta.dtype)
-    ci = quantile(theta, np.stack((alpha, 1 - alpha), axis=-1), axis=-1)
-    return float(ci[..., 0]), float(ci[..., 1])
+    low, high = _linear_quantiles(theta, alpha, 1 - alpha)
+    return low, high
+
+
+def _resampled_sums(x: Any, n: int, seed: int, resamples: int) -> Any:
+    """Each resample's sum of ``x`` (one per row of the resampled indices)."""
+    import numpy as np
+
+    if _sums_exactly(x):
+        # NumPy's own loop, not BLAS (whose threads would spin on a shared machine)
+        return np.einsum("ij,j->i", _resample_counts(n, seed, resamples), x)
+    return x[..., _resample_indices(n, seed, resamples)].sum(axis=-1)
+
+
+def _sums_exactly(x: Any) -> bool:
+    """Every value a whole number (no negative zero) and every resample's sum below 2**53.
+
+    Then any order of summation gives the same sum, exactly.
+    """
+    import numpy as np
+
+    if not np.all(np.isfinite(x)) or not np.all(x == np.trunc(x)):
+        return False
+    if np.any((x == 0) & np.signbit(x)):
+        return False
+    return float(np.abs(x).max(initial=0.0)) * len(x) < 2.0**53
+
+
+def _linear_quantiles(theta: Any, *ps: Any) -> tuple[float, ...]:
+    """``scipy.stats.quantile(theta, ps, method="linear")`` of a 1-d array without NaN.
+
+    Hyndman and Fan's method 7 as SciPy computes it (``jg = p * n + 1 - p``, the order
+    statistics at ``floor(jg) - 1`` and ``floor(jg)`` weighted by ``jg % 1``), the order
+    statistics found by partitioning instead of sorting (the same values).
+    """
+    import numpy as np
+
+    n = np.asarray(theta.shape[-1], dtype=theta.dtype)
+    p = np.stack(ps, axis=-1)
+    jg = p * n + (1 - p)
+    jp1 = jg // 1
+    j = jp1 - 1
+    g = jg % 1
+    g[j < 0] = 0
+    j = np.clip(j, 0.0, n - 1).astype(np.int64)
+    jp1 = np.clip(jp1, 0.0, n - 1).astype(np.int64)
+    if np.isnan(theta).any():
+        return tuple(float("nan") for _ in ps)
+    y = np.partition(theta, np.unique(np.concatenate((j, jp1))))
+    res = (1 - g) * y[j] + g * y[jp1]
+    return tuple(float(v) for v in res)
 
 
 @functools.lru_cache(maxsize=8)
@@ -168,6 +238,19 @@ def _resample_indices(n: int, seed: int, resamples: int) -> Any:
     idx = _rng(seed).integers(0, n, (resamples, n), dtype="int64", endpoint=False)
     idx.setflags(write=False)
     return idx
+
+
+@functools.lru_cache(maxsize=8)
+def _resample_counts(n: int, seed: int, resamples: int) -> Any:
+    """How many times each task is drawn in each resample (as floats, for the product)."""
+    import numpy as np
+
+    idx = _resample_indices(n, seed, resamples)
+    rows = np.arange(resamples, dtype=np.int64)[:, None] * n
+    counts = np.bincount((idx + rows).ravel(), minlength=resamples * n)
+    out = counts.reshape(resamples, n).astype(float)
+    out.setflags(write=False)
+    return out
 
 
 def bootstrap_mean(
@@ -254,12 +337,18 @@ def mcnemar_exact(a_only: int, b_only: int) -> float:
     >>> round(mcnemar_exact(10, 2), 4)
     0.0386
     """
+    return _mcnemar(int(a_only), int(b_only))
+
+
+@functools.lru_cache(maxsize=4096)
+def _mcnemar(a_only: int, b_only: int) -> float:
+    """The test of :func:`mcnemar_exact` (the same counts recur: pairs of harnesses)."""
     from scipy.stats import binomtest
 
-    n = int(a_only) + int(b_only)
+    n = a_only + b_only
     if n == 0:
         return 1.0
-    return float(binomtest(int(a_only), n, 0.5, alternative="two-sided").pvalue)
+    return float(binomtest(a_only, n, 0.5, alternative="two-sided").pvalue)
 
 
 def paired_outcome(

@@ -115,6 +115,7 @@ def main() -> None:
             )
         rows = read_rows((run / "results.parquet").read_bytes())
         source = RunSource(store=open_store(str(run)))
+        shutil.rmtree(root / "out-finish", ignore_errors=True)  # written, not kept
         at_finish = OutFolder(store=open_store(str(root / "out-finish"), fsync=False))
         times = []
         for row in rows[:: max(1, len(rows) // max(1, args.pages))][: args.pages]:

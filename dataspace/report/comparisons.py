@@ -61,11 +61,18 @@ def efficiency_with_intervals(eff: Any, df: Any, level: float, seed: int = stats
         num[src] = d[src].astype(float)
     out = eff.copy()
     for col, src in MEANS:
+        # one grouping per measure: each label's tasks in the order (and with the sums) of
+        # grouping that label's rows alone
+        g = num[num[src].notna()].groupby(["label", "task_id"])[src]
+        sums, sizes = g.sum(), g.size()
+        per_label = {
+            str(lab): (list(s), list(sizes.loc[lab]))
+            for lab, s in sums.groupby(level="label", sort=False)
+        }
         lows, highs = [], []
         for label in out["label"].astype(str):
-            mine = num[(num["label"] == label) & num[src].notna()]
-            g = mine.groupby("task_id")[src]
-            iv = stats.cluster_mean(list(g.sum()), list(g.size()), level, seed=seed)
+            s, n = per_label.get(label, ([], []))
+            iv = stats.cluster_mean(s, n, level, seed=seed)
             lows.append(iv.low)
             highs.append(iv.high)
         at = list(out.columns).index(col) + 1

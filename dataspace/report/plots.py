@@ -165,7 +165,13 @@ def spread_labels(fig: Any, notes: list[Any], gap_points: float = 1.0) -> None:
 
     if not isinstance(fig.canvas, FigureCanvasAgg):
         FigureCanvasAgg(fig)
-    fig.draw_without_rendering()  # the layout, so label extents are final
+    # the layout, so label extents are final: what drawing the figure would do first (the
+    # artists' own drawing adds nothing to the extents)
+    engine = fig.get_layout_engine()
+    if engine is not None:
+        engine.execute(fig)
+    else:
+        fig.draw_without_rendering()
     renderer = fig.canvas.get_renderer()
     points_per_pixel = 72.0 / fig.dpi
     placed: list[Any] = []

@@ -14,14 +14,16 @@ report would write.
 
 Pages are written in the background while the report's tables and figures are computed:
 by worker processes (``python -m dataspace.report.tracepages``) when every store involved
-is a local folder and there are many pages (the work is partly CPU bound), by threads
-otherwise (remote stores are I/O bound, and in-memory stores live in this process only).
+is a local folder and there are many pages to write or check (the work, content keys
+included, is partly CPU bound), by threads otherwise (remote stores are I/O bound, and
+in-memory stores live in this process only).
 """
 
 from __future__ import annotations
 
 import base64
 import contextlib
+import functools
 import hashlib
 import json
 import logging
@@ -64,6 +66,7 @@ ROW_FIELDS = (*SUMMARY_KEYS, "verdict")
 _KINDS = dict(COLUMNS)
 PAGE_FIELDS = (*ROW_FIELDS, *(c for c, _ in COLUMNS if c.startswith("phase_")))
 """The results columns a trace page shows (the phase timings last, in the schema's order)."""
+_PAGE_KINDS = tuple((name, _KINDS.get(name)) for name in PAGE_FIELDS)
 KEY_LINE = b"<!-- dataspace trace page "
 """Starts the page's second line, followed by its content key (see :func:`page_key`)."""
 HEAD_BYTES = 200
@@ -91,7 +94,12 @@ def safe_segment(name: Any) -> str:
     >>> safe_segment("my agent/v2"), safe_segment("..")
     ('my_agent_v2', '_..')
     """
-    s = _SEG.sub("_", str(name)) or "_"
+    return _safe(str(name))
+
+
+@functools.lru_cache(maxsize=65536)
+def _safe(name: str) -> str:
+    s = _SEG.sub("_", name) or "_"
     return "_" + s if set(s) <= {"."} else s
 
 
@@ -113,7 +121,13 @@ def relative_href(from_key: str, to_key: str) -> str:
     >>> relative_href("report/traces/r/a/t-1.html", "report.html")
     '../../../../report.html'
     """
-    return posixpath.relpath(to_key, posixpath.dirname(from_key) or ".")
+    return _relpath(to_key, posixpath.dirname(from_key) or ".")
+
+
+@functools.lru_cache(maxsize=4096)
+def _relpath(to_key: str, folder: str) -> str:
+    """``posixpath.relpath`` (pages of one folder share their links: computed once)."""
+    return posixpath.relpath(to_key, folder)
 
 
 def page_title(agent: Any, task: Any, attempt: Any) -> str:
@@ -135,11 +149,11 @@ def page_row(row: Mapping[str, Any]) -> dict[str, Any]:
     {'status': 'submitted', 'input_tokens': 1234}
     """
     out: dict[str, Any] = {}
-    for name in PAGE_FIELDS:
-        v = row.get(name)
-        if not isinstance(v, list | dict) and is_missing(v):
+    get = row.get
+    for name, kind in _PAGE_KINDS:
+        v = get(name)
+        if v is None or (not isinstance(v, list | dict) and is_missing(v)):
             continue
-        kind = _KINDS.get(name)
         if kind == "int64":
             v = int(v)
         elif kind == "float64":
@@ -202,6 +216,21 @@ class _Job:
     outputs: frozenset[str]
     content: str  # the page's content key
     existing: bool = False  # a page is there: kept if its key is this one
+
+
+@dataclass(frozen=True, kw_only=True)
+class _Planned:
+    """A page to write or check, before its content key is computed (where it is written)."""
+
+    source: RunSource
+    row: Mapping[str, Any]
+    outputs: frozenset[str]
+    existing: bool = False
+
+    def job(self, out: OutFolder, report_key: str) -> _Job:
+        return _job(
+            self.source, out, self.row, self.outputs, report_key=report_key, existing=self.existing
+        )
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -351,7 +380,7 @@ def start_trace_pages(
     sources = {r.run_id: attempts_source(r.source) for r in runs} if mode != "none" else {}
     have = {rid: _index(src) for rid, src in sources.items()}
     existing = _existing(out) if mode == "new" else set()
-    jobs: list[_Job] = []
+    jobs: list[_Planned] = []
     fields = [c for c in (*PAGE_FIELDS, "try_id") if c in df.columns]
     ident = ["run_id", "agent", "task_id", "attempt"]
     rows = df[list(dict.fromkeys(ident + fields))].to_dict("records") if mode != "none" else []
@@ -366,12 +395,10 @@ def start_trace_pages(
         if outputs is not None:
             href = trace_key(run_id, agent, task, n)
             jobs.append(
-                _job(
-                    sources[run_id],
-                    out,
-                    rows[i],
-                    outputs,
-                    report_key=report_key,
+                _Planned(
+                    source=sources[run_id],
+                    row=rows[i],
+                    outputs=frozenset(outputs),
                     existing=href in existing,
                 )
             )
@@ -389,7 +416,9 @@ def start_trace_pages(
 
     if not jobs:
         return PendingTraces(cells=cells, jobs=0, out=out)
-    n_procs = _process_count(runs, out, sum(not j.existing for j in jobs))
+    # every page's content key is computed where the page is written or checked: by worker
+    # processes when there are many (the keys alone are CPU bound), else by threads
+    n_procs = _process_count(runs, out, len(jobs))
     if n_procs:
         # worker processes (the work is partly CPU bound); threads only wait on them
         executor: Executor = ThreadPoolExecutor(max_workers=n_procs, thread_name_prefix="ds-trace")
@@ -401,7 +430,7 @@ def start_trace_pages(
         executor = ThreadPoolExecutor(max_workers=THREADS, thread_name_prefix="ds-trace")
         size = max(1, -(-len(jobs) // (THREADS * 4)))
         futures = [
-            executor.submit(render_pages, jobs[k : k + size], out, report_key)
+            executor.submit(_render_planned, jobs[k : k + size], out, report_key)
             for k in range(0, len(jobs), size)
         ]
     return PendingTraces(
@@ -448,7 +477,12 @@ def _process_count(runs: Sequence[RunData], out: OutFolder, n_jobs: int) -> int:
     return min(cpus, MAX_PROCESSES)
 
 
-def _in_subprocess(jobs: Sequence[_Job], out: OutFolder, report_key: str) -> _Batch:
+def _render_planned(planned: Sequence[_Planned], out: OutFolder, report_key: str) -> _Batch:
+    """Compute the content keys of a batch of planned pages, then write or keep them."""
+    return render_pages([p.job(out, report_key) for p in planned], out, report_key)
+
+
+def _in_subprocess(jobs: Sequence[_Planned], out: OutFolder, report_key: str) -> _Batch:
     """Render a batch in a fresh interpreter (``python -m dataspace.report.tracepages``).
 
     A fresh interpreter, not ``multiprocessing``: the caller's main module is never
@@ -486,7 +520,7 @@ def _in_subprocess(jobs: Sequence[_Job], out: OutFolder, report_key: str) -> _Ba
         )
     except (OSError, pickle.PickleError, EOFError, subprocess.TimeoutExpired) as exc:
         logger.warning("trace worker unavailable (%s); rendering %d pages here", exc, len(jobs))
-    return render_pages(jobs, out, report_key)
+    return _render_planned(jobs, out, report_key)
 
 
 def render_pages(jobs: Sequence[_Job], out: OutFolder, report_key: str) -> _Batch:
@@ -604,7 +638,7 @@ def _kept_image(source: RunSource, job: _Job, path: str) -> str | None:
 
 
 def _worker_main() -> int:
-    """The worker process: a pickled ``(jobs, out_folder, report_key)`` batch on stdin.
+    """The worker process: a pickled ``(planned pages, out_folder, report_key)`` batch on stdin.
 
     Writes the pages and answers with the pickled ``_Batch`` on stdout. Started only
     by :func:`_in_subprocess`, with batches it made itself.
@@ -613,7 +647,7 @@ def _worker_main() -> int:
     import sys
 
     jobs, out, report_key = pickle.load(sys.stdin.buffer)
-    batch = render_pages(jobs, out, report_key)
+    batch = _render_planned(jobs, out, report_key)
     sys.stdout.buffer.write(pickle.dumps(batch))
     sys.stdout.buffer.flush()
     return 0

@@ -52,6 +52,52 @@ def test_bootstrap_mean_and_paired_difference_cover_known_values():
     assert 0.93 <= hits / RUNS <= 0.97, hits
 
 
+@pytest.mark.parametrize("level", [0.9, 0.95, 0.99])
+def test_wilson_bounds_are_scipys_to_the_last_bit(level):
+    """Guards the accuracy interval's closed form: the numbers of SciPy's Wilson interval."""
+    for n in (1, 2, 3, 7, 60, 410, 1230):
+        for k in sorted({0, 1, n // 3, n // 2, n - 1, n}):
+            ci = binomtest(k, n).proportion_ci(confidence_level=level, method="wilson")
+            assert stats.wilson(k, n, level) == (k / n, float(ci.low), float(ci.high)), (k, n)
+
+
+@pytest.mark.parametrize(
+    "kind", ["whole numbers", "whole numbers per several attempts", "fractions", "thirds"]
+)
+def test_cluster_bootstrap_is_scipys_paired_percentile_bootstrap_to_the_last_bit(kind):
+    """Guards the means' intervals: the numbers of ``scipy.stats.bootstrap`` with the same draws.
+
+    Whole numbers are summed per resample as counts times values, fractions over the
+    resampled array: both must give SciPy's bounds exactly.
+    """
+    from scipy.stats import bootstrap
+
+    rng = np.random.default_rng(5)
+    n = 137
+    s, c = {
+        "whole numbers": (rng.integers(0, 90_000, n).astype(float), np.ones(n)),
+        "whole numbers per several attempts": (
+            rng.integers(0, 60, n).astype(float),
+            rng.integers(1, 4, n).astype(float),
+        ),
+        "fractions": (rng.lognormal(0.0, 1.0, n), rng.integers(1, 4, n).astype(float)),
+        "thirds": (rng.integers(-3, 4, n) / 3, np.ones(n)),
+    }[kind]
+    for level in (0.9, 0.95):
+        res = bootstrap(
+            (s, c),
+            lambda a, b, axis=-1: a.sum(axis=axis) / b.sum(axis=axis),
+            paired=True,
+            vectorized=True,
+            method="percentile",
+            n_resamples=stats.RESAMPLES,
+            rng=np.random.default_rng(stats.SEED),
+            confidence_level=level,
+        )
+        iv = stats.cluster_mean(list(s), list(c), level)
+        assert (iv.low, iv.high) == (res.confidence_interval.low, res.confidence_interval.high)
+
+
 def test_intervals_are_deterministic_for_the_same_results():
     x = [0.1, 0.5, 0.2, 0.9, 0.3]
     assert stats.bootstrap_mean(x) == stats.bootstrap_mean(x)
