@@ -37,7 +37,7 @@ from __future__ import annotations
 import functools
 import logging
 import math
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any, NamedTuple
 
 logger = logging.getLogger(__name__)
@@ -342,13 +342,57 @@ def mcnemar_exact(a_only: int, b_only: int) -> float:
 
 @functools.lru_cache(maxsize=4096)
 def _mcnemar(a_only: int, b_only: int) -> float:
-    """The test of :func:`mcnemar_exact` (the same counts recur: pairs of harnesses)."""
-    from scipy.stats import binomtest
+    """The test of :func:`mcnemar_exact` (the same counts recur: pairs of harnesses).
 
-    n = a_only + b_only
+    ``scipy.stats.binomtest(a_only, n, 0.5).pvalue`` step for step (its two-sided search
+    for the other tail, on the same ``scipy.special`` binomial functions), so the same
+    number to the last bit, without importing ``scipy.stats`` (a second of a command's
+    start on a busy machine).
+    """
+    import math
+
+    from scipy.special import _ufuncs as scu  # what scipy.stats.binom evaluates
+
+    n, k, p = a_only + b_only, a_only, 0.5
     if n == 0:
         return 1.0
-    return float(binomtest(a_only, n, 0.5, alternative="two-sided").pvalue)
+
+    def pmf(x: float) -> float:
+        return float(scu._binom_pmf(x, n, p))
+
+    def cdf(x: float) -> float:  # binom.cdf: 1 at and beyond n, 0 below 0
+        return 1.0 if x >= n else 0.0 if x < 0 else float(scu._binom_cdf(math.floor(x), n, p))
+
+    def sf(x: float) -> float:  # binom.sf: 0 at and beyond n, 1 below 0
+        return 0.0 if x >= n else 1.0 if x < 0 else float(scu._binom_sf(math.floor(x), n, p))
+
+    d = pmf(k)
+    rerr = 1 + 1e-7
+    if k == p * n:
+        return 1.0
+    if k < p * n:
+        ix = _search_binom(lambda x: -pmf(x), -d * rerr, math.ceil(p * n), n)
+        y = n - ix + int(d * rerr == pmf(ix))
+        pval = cdf(k) + sf(n - y)
+    else:
+        ix = _search_binom(pmf, d * rerr, 0, math.floor(p * n))
+        y = ix + 1
+        pval = cdf(y - 1) + sf(k - 1)
+    return min(1.0, pval)
+
+
+def _search_binom(a: Callable[[float], float], d: float, lo: int, hi: int) -> int:
+    """SciPy's ``_binary_search_for_binom_tst``: the i in [lo, hi] with a(i) <= d < a(i+1)."""
+    while lo < hi:
+        mid = lo + (hi - lo) // 2
+        midval = a(mid)
+        if midval < d:
+            lo = mid + 1
+        elif midval > d:
+            hi = mid - 1
+        else:
+            return mid
+    return lo if a(lo) <= d else lo - 1
 
 
 def paired_outcome(
@@ -572,7 +616,7 @@ def attempts_needed(
         (attempts per task, tasks needed, total attempts), ``within_known``.
     """
     import numpy as np
-    from scipy.stats import norm
+    from scipy.special import ndtri  # scipy.stats.norm.ppf, the same values
 
     shared = [t for t in sorted(set(a) & set(b)) if a[t] and b[t]]
     if len(shared) < 2:
@@ -592,7 +636,7 @@ def attempts_needed(
     else:
         within, between = 0.0, float(d.var(ddof=1))
     target = difference if difference else (abs(observed) or 0.05)
-    z = float(norm.ppf(1 - (1 - check_level(level)) / 2) + norm.ppf(power))
+    z = float(ndtri(1 - (1 - check_level(level)) / 2) + ndtri(power))
     rows = []
     for m in attempts:
         var = between + within / m

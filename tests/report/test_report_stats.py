@@ -121,6 +121,26 @@ def test_mcnemar_p_values_equal_scipys_exact_binomial_test_on_the_discordant_pai
     assert po.p_value == pytest.approx(expected, rel=1e-12)
 
 
+def test_mcnemar_is_scipys_binomtest_to_the_last_bit_for_every_count_pair():
+    """Guards the SciPy-free exact test: every split of up to 150 discordant pairs, and
+    a sweep at the sizes of a full benchmark, give binomtest's p-value exactly."""
+    pairs = [(k, n - k) for n in range(151) for k in range(n + 1)]
+    pairs += [(k, n - k) for n in (410, 1230, 4510) for k in range(0, n + 1, 37)]
+    for a_only, b_only in pairs:
+        n = a_only + b_only
+        expected = binomtest(a_only, n, 0.5).pvalue if n else 1.0
+        assert stats.mcnemar_exact(a_only, b_only) == expected, (a_only, b_only)
+
+
+def test_the_sample_size_quantiles_are_scipys_normal_quantiles():
+    """Guards ``ndtri`` standing for ``scipy.stats.norm.ppf`` (the same values)."""
+    from scipy.special import ndtri
+    from scipy.stats import norm
+
+    qs = np.linspace(0.0005, 0.9995, 1999)
+    assert np.array_equal(ndtri(qs), norm.ppf(qs))
+
+
 def test_pairs_are_compared_on_their_shared_tasks_only():
     a = {"t1": [True], "t2": [True], "t3": [False]}
     b = {"t2": [False], "t3": [False], "t4": [True]}
