@@ -456,6 +456,7 @@ def encode_pending(pending: PendingVideo) -> EncodedVideo:
         width=pending.width,
         height=pending.height,
         tolerance=max(0.3, 2 / pending.fps),
+        rate=pending.fps,
     )
     seconds["check"] = time.perf_counter() - t1
     if not check.ok:
