@@ -69,9 +69,7 @@ def test_kept_videos_are_those_of_a_direct_build_and_dropped_ones_are_never_enco
         ledger = json.loads(
             (tmp_path / "a" / "release" / "ledger" / acc.task_id / "ledger.json").read_text()
         )
-        assert ledger["stage3"]["video"] == json.loads(
-            json.dumps(direct.ledger["stage3"]["video"])
-        )
+        assert ledger["stage3"]["video"] == json.loads(json.dumps(direct.ledger["stage3"]["video"]))
         assert ledger["stage3"]["video"]["check"]["ok"] is True
 
 
