@@ -223,8 +223,9 @@ def build_item(job: ItemJob) -> dict[str, Any]:
 def finish_video_item(job: ItemJob) -> dict[str, Any]:
     """Encode and check the planned video of a cached item, completing its entry.
 
-    A video that fails its encoding or check sends the item through every stage again
-    without deferring its video (``build_item``), as a direct build would have.
+    A video that fails its encoding or check (or a plan that cannot be read) sends the item
+    through every stage again without deferring its video (``build_item``), as a direct
+    build would have; like ``build_item`` it never raises for a bad item.
 
     Returns:
         The item's result as ``build_item`` gives it: its ``timings`` and ``cpu`` cover
@@ -239,8 +240,12 @@ def finish_video_item(job: ItemJob) -> dict[str, Any]:
     first = cache.result(job.key) or {}
     try:
         encoded = encode_pending(pickle.loads(cache.pending_video(job.key)))
-    except (OSError, pickle.UnpicklingError, VideoRejected) as exc:
-        logger.info("item %s/%s: planned video not kept (%s)", job.item.corpus, job.item.id, exc)
+        video, check = encoded.video, encoded.check.to_json()
+    except Exception as exc:  # a failed check, or a plan that cannot be read: the direct way
+        level = logging.INFO if isinstance(exc, VideoRejected) else logging.WARNING
+        logger.log(
+            level, "item %s/%s: planned video not kept (%s)", job.item.corpus, job.item.id, exc
+        )
         cache.discard(job.key)
         return build_item(dataclasses.replace(job, defer_video=False))
     used, wall = cpu_seconds() - cpu, time.perf_counter() - started
@@ -258,7 +263,7 @@ def finish_video_item(job: ItemJob) -> dict[str, Any]:
         "cpu_seconds": round(float(first.get("cpu_seconds") or 0.0) + used, 4),
         "finished_video": {"seconds": round(wall, 4), "cpu_seconds": round(used, 4)},
     }
-    cache.complete_video(job.key, result, video=encoded.video, check=encoded.check.to_json())
+    cache.complete_video(job.key, result, video=video, check=check)
     result.pop("video_pending", None)
     return result
 
