@@ -4,8 +4,9 @@ An item's address covers its content (question, SQL, database bytes, extra field
 languages, every build option that changes a task (``BuildSpec.fingerprint``) and the code
 version, so a rerun rebuilds only what changed. Entries appear atomically (temp folder +
 rename), so concurrent workers never see half an entry. An accepted item whose video is
-planned but not yet encoded holds the plan (``PENDING_VIDEO``, this builder's own pickle)
-until the driver completes the entry with the encoded video (``complete_video``).
+planned but not yet encoded holds the plan (``PENDING_VIDEO``, this builder's own pickle,
+compressed: ``pack_plan``) until the driver completes the entry with the encoded video
+(``complete_video``).
 """
 
 from __future__ import annotations
@@ -28,7 +29,7 @@ if TYPE_CHECKING:
 
 logger = logging.getLogger(__name__)
 
-PENDING_VIDEO = "video_pending.pickle"
+PENDING_VIDEO = "video_pending.pickle.zlib"
 """An entry's planned, not yet encoded, video (``builder.render.video.PendingVideo``)."""
 
 _CODE_VERSION: str | None = None
@@ -160,9 +161,16 @@ class ItemCache:
             return
         shutil.rmtree(trash, ignore_errors=True)
 
-    def pending_video(self, key: str) -> bytes:
-        """The planned video an entry waits on (``PENDING_VIDEO``)."""
-        return (self.folder(key) / PENDING_VIDEO).read_bytes()
+    def pending_video(self, key: str) -> Any:
+        """The planned video an entry waits on (``PENDING_VIDEO``).
+
+        Raises:
+            OSError, zlib.error, pickle.UnpicklingError: no readable plan.
+        """
+        import pickle
+        import zlib
+
+        return pickle.loads(zlib.decompress((self.folder(key) / PENDING_VIDEO).read_bytes()))
 
     def complete_video(
         self, key: str, result: Mapping[str, Any], *, video: bytes, check: Mapping[str, Any]
@@ -193,6 +201,17 @@ class ItemCache:
     def artifacts(self, key: str, task_id: str) -> Any:
         """The cached artifacts of an accepted item, restamped with ``task_id``."""
         return _load_artifacts(self.folder(key), task_id)
+
+
+def pack_plan(plan: Any) -> bytes:
+    """A planned video as an entry holds it: pickled, then zlib at level 1.
+
+    Its frames are mostly flat colour: about 14 MB become under 1 MB for 0.03 CPU s.
+    """
+    import pickle
+    import zlib
+
+    return zlib.compress(pickle.dumps(plan, protocol=pickle.HIGHEST_PROTOCOL), 1)
 
 
 def _replace(path: Path, data: bytes) -> None:
@@ -256,4 +275,4 @@ def _load_artifacts(folder: Path, task_id: str) -> Any:
     )
 
 
-__all__ = ["PENDING_VIDEO", "ItemCache", "code_version", "item_key"]
+__all__ = ["PENDING_VIDEO", "ItemCache", "code_version", "item_key", "pack_plan"]

@@ -38,7 +38,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from builder.cache import PENDING_VIDEO, ItemCache, code_version, item_key
+from builder.cache import PENDING_VIDEO, ItemCache, code_version, item_key, pack_plan
 from builder.errors import BuildError
 from builder.report import REPORT_NAME, AcceptedItem, BuildReport, nothing_built
 from builder.sources.base import Rejection, SourceItem, one_line
@@ -211,11 +211,9 @@ def build_item(job: ItemJob) -> dict[str, Any]:
     }
     files = None
     if made is not None and made.pending is not None:
-        import pickle
-
         art = need(state.artifacts, "task", "driver")
         result["video_pending"] = {"workspace_bytes": art.metadata["workspace_bytes"]}
-        files = {PENDING_VIDEO: pickle.dumps(made.pending, protocol=pickle.HIGHEST_PROTOCOL)}
+        files = {PENDING_VIDEO: pack_plan(made.pending)}
     cache.store(job.key, result, state.artifacts, files)
     return result
 
@@ -231,15 +229,13 @@ def finish_video_item(job: ItemJob) -> dict[str, Any]:
         The item's result as ``build_item`` gives it: its ``timings`` and ``cpu`` cover
         the first pass and the encoding (``finished_video`` holds the encoding's part).
     """
-    import pickle
-
     from builder.render.video import VideoRejected, encode_pending
 
     started, cpu = time.perf_counter(), cpu_seconds()
     cache = ItemCache(Path(job.cache_root))
     first = cache.result(job.key) or {}
     try:
-        encoded = encode_pending(pickle.loads(cache.pending_video(job.key)))
+        encoded = encode_pending(cache.pending_video(job.key))
         video, check = encoded.video, encoded.check.to_json()
     except Exception as exc:  # a failed check, or a plan that cannot be read: the direct way
         level = logging.INFO if isinstance(exc, VideoRejected) else logging.WARNING
