@@ -13,6 +13,17 @@ hold a video. Every item first tries for one (its strategies decline about half 
 tries); when more tasks got a video than the share asks for, a seeded choice of them is
 built again with the video off (``ItemJob.video``), so the release holds the share
 exactly, rounded to whole tasks. Fewer videos than asked is reported, never padded.
+
+**Videos planned first.** Encoding is most of a video's cost, so the first pass plans each
+item's video without encoding it (``ItemJob.defer_video``: the item goes through every
+stage and is cached with its plan). The share is chosen from the planned videos; only
+the videos the release keeps are then encoded and checked (``finish_video_item``). A kept
+video that fails its encoding or check sends its item through every stage again the
+direct way (the next strategy, or no video, as a direct build does) and the share is
+chosen again, until every kept video is encoded. A video dropped to meet the share is
+never encoded: the choice counts it as made, which is what a direct build finds unless
+that video would have failed its check (no check has failed on the bundled corpora or
+the MIMIC split).
 """
 
 from __future__ import annotations
@@ -27,12 +38,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from builder.cache import ItemCache, code_version, item_key
+from builder.cache import PENDING_VIDEO, ItemCache, code_version, item_key, pack_plan
 from builder.errors import BuildError
 from builder.report import REPORT_NAME, AcceptedItem, BuildReport, nothing_built
 from builder.sources.base import Rejection, SourceItem, one_line
 from builder.spec import BuildSpec, SourceSpec, load_items
 from builder.stages import STAGES, StageContext, cpu_seconds, initial_state, run_stages
+from builder.stages.state import need
 from dataspace.errors import ConfigError, InfrastructureError
 
 logger = logging.getLogger(__name__)
@@ -107,6 +119,7 @@ class ItemJob:
     spec: BuildSpec
     cache_root: str
     video: bool = True
+    defer_video: bool = False
 
 
 def build_item(job: ItemJob) -> dict[str, Any]:
@@ -116,7 +129,9 @@ def build_item(job: ItemJob) -> dict[str, Any]:
         ``{"key", "status", "stage", "reason", "timings", "languages", ...}``; ``status``
         is ``accepted``, ``rejected`` (cached) or ``failed`` (infrastructure, not cached).
         ``seconds`` and ``cpu_seconds`` are the item's wall and CPU time (child processes
-        included); an accepted item's ``cpu`` holds the CPU seconds of each stage.
+        included); an accepted item's ``cpu`` holds the CPU seconds of each stage. An
+        accepted item whose video is planned, not encoded (``job.defer_video``), has
+        ``video_pending`` (its workspace size without the video).
     """
     started, cpu = time.perf_counter(), cpu_seconds()
     cache = ItemCache(Path(job.cache_root))
@@ -136,7 +151,11 @@ def build_item(job: ItemJob) -> dict[str, Any]:
     try:
         ctx = stage_context(job.spec, job.cache_root)
         state = initial_state(
-            job.item, languages=job.languages, build_seed=job.spec.seed, video=job.video
+            job.item,
+            languages=job.languages,
+            build_seed=job.spec.seed,
+            video=job.video,
+            defer_video=job.defer_video,
         )
         state = run_stages(state, ctx, STAGES)
     except BuildError as exc:
@@ -190,7 +209,58 @@ def build_item(job: ItemJob) -> dict[str, Any]:
         "seconds": seconds(),
         "cpu_seconds": spent(),
     }
-    cache.store(job.key, result, state.artifacts)
+    files = None
+    if made is not None and made.pending is not None:
+        art = need(state.artifacts, "task", "driver")
+        result["video_pending"] = {"workspace_bytes": art.metadata["workspace_bytes"]}
+        files = {PENDING_VIDEO: pack_plan(made.pending)}
+    cache.store(job.key, result, state.artifacts, files)
+    return result
+
+
+def finish_video_item(job: ItemJob) -> dict[str, Any]:
+    """Encode and check the planned video of a cached item, completing its entry.
+
+    A video that fails its encoding or check (or a plan that cannot be read) sends the item
+    through every stage again without deferring its video (``build_item``), as a direct
+    build would have; like ``build_item`` it never raises for a bad item.
+
+    Returns:
+        The item's result as ``build_item`` gives it: its ``timings`` and ``cpu`` cover
+        the first pass and the encoding (``finished_video`` holds the encoding's part).
+    """
+    from builder.render.video import VideoRejected, encode_pending
+
+    started, cpu = time.perf_counter(), cpu_seconds()
+    cache = ItemCache(Path(job.cache_root))
+    first = cache.result(job.key) or {}
+    try:
+        encoded = encode_pending(cache.pending_video(job.key))
+        video, check = encoded.video, encoded.check.to_json()
+    except Exception as exc:  # a failed check, or a plan that cannot be read: the direct way
+        level = logging.INFO if isinstance(exc, VideoRejected) else logging.WARNING
+        logger.log(
+            level, "item %s/%s: planned video not kept (%s)", job.item.corpus, job.item.id, exc
+        )
+        cache.discard(job.key)
+        return build_item(dataclasses.replace(job, defer_video=False))
+    used, wall = cpu_seconds() - cpu, time.perf_counter() - started
+    timings = dict(first.get("timings") or {})
+    steps = {"video": wall, **{f"stage3.video.{k}": v for k, v in encoded.seconds.items()}}
+    for name, secs in steps.items():
+        timings[name] = round(timings.get(name, 0.0) + secs, 4)
+    cpus = dict(first.get("cpu") or {})
+    cpus["video"] = round(cpus.get("video", 0.0) + used, 4)
+    result = {
+        **first,
+        "timings": timings,
+        "cpu": cpus,
+        "seconds": round(float(first.get("seconds") or 0.0) + wall, 4),
+        "cpu_seconds": round(float(first.get("cpu_seconds") or 0.0) + used, 4),
+        "finished_video": {"seconds": round(wall, 4), "cpu_seconds": round(used, 4)},
+    }
+    cache.complete_video(job.key, result, video=video, check=check)
+    result.pop("video_pending", None)
     return result
 
 
@@ -252,6 +322,7 @@ def build_release(
             key=item_key(item, langs, spec),
             spec=spec,
             cache_root=str(cache_root),
+            defer_video=True,
         )
         for item in items
     ]
@@ -267,7 +338,14 @@ def build_release(
     runner = _Runner(workers, ray_address)
     try:
         _build_jobs(jobs, cache, results, counter, record, runner, progress)
-        jobs, video = _meet_video_share(spec, jobs, results)
+        while True:  # encode the kept videos; a failed one changes the choice
+            chosen, video = _meet_video_share(spec, jobs, results)
+            kept = [j for j in chosen if results.get(j.key, {}).get("video_pending")]
+            if not kept:
+                break
+            counter["total"] += len(kept)
+            runner.run(kept, record, finish_video_item)
+        jobs = chosen
         if video.get("drop"):
             counter["total"] += len(video["drop"])
             _build_jobs(
@@ -308,16 +386,21 @@ class _Runner:
         self.address = address
         self._ray_started: bool | None = None
 
-    def run(self, jobs: Sequence[ItemJob], record: Callable[[dict[str, Any]], None]) -> None:
+    def run(
+        self,
+        jobs: Sequence[ItemJob],
+        record: Callable[[dict[str, Any]], None],
+        fn: Callable[[ItemJob], dict[str, Any]] = build_item,
+    ) -> None:
         if self.workers <= 0:
             for job in jobs:
-                record(build_item(job))
+                record(fn(job))
             return
         if self._ray_started is None:
             from dataspace.runs.ray_start import connect_ray
 
             self._ray_started = connect_ray(address=self.address, num_cpus=self.workers)
-        _run_ray(jobs, record)
+        _run_ray(jobs, record, fn)
 
     def close(self) -> None:
         if self._ray_started:
@@ -412,11 +495,15 @@ def _fold_reason(reason: str) -> str:
     return re.sub(r"\d+", "N", reason)
 
 
-def _run_ray(jobs: Sequence[ItemJob], record: Callable[[dict[str, Any]], None]) -> None:
+def _run_ray(
+    jobs: Sequence[ItemJob],
+    record: Callable[[dict[str, Any]], None],
+    fn: Callable[[ItemJob], dict[str, Any]],
+) -> None:
     import ray
     from ray.exceptions import RayError, RayTaskError
 
-    remote = ray.remote(num_cpus=1, max_retries=1)(build_item)
+    remote = ray.remote(num_cpus=1, max_retries=1)(fn)
     pending = {remote.remote(job): job for job in jobs}
     while pending:
         done, _ = ray.wait(list(pending), num_returns=1)
@@ -587,5 +674,6 @@ __all__ = [
     "build_release",
     "build_task",
     "bundled_spec",
+    "finish_video_item",
     "stage_context",
 ]

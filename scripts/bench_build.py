@@ -81,11 +81,12 @@ def one_run(spec: Any, out: Path, workers: int, profile: str | None) -> dict[str
     from builder.driver import build_release
     from builder.stages import cpu_seconds
 
-    items: list[dict[str, Any]] = []
+    by_key: dict[str, dict[str, Any]] = {}
 
     def progress(_done: int, _total: int, res: Any) -> None:
+        # a kept video's encoding reports the item again, its first pass included
         if res.get("status") != "cached":
-            items.append(dict(res))
+            by_key[res["key"]] = dict(res)
 
     prof = None
     if profile:
@@ -102,11 +103,13 @@ def one_run(spec: Any, out: Path, workers: int, profile: str | None) -> dict[str
         prof.disable()
         prof.dump_stats(profile)
     wall, cpu = time.perf_counter() - wall, cpu_seconds() - cpu
+    items = list(by_key.values())
     if workers > 0:  # the items' CPU was spent in the Ray workers
         cpu += sum(float(r.get("cpu_seconds") or 0.0) for r in items)
     return {
         "items": len(report.accepted) + len(report.rejected),
         "builds": len(items),
+        "encoded": sum(1 for r in items if r.get("finished_video")),
         "accepted": len(report.accepted),
         "wall": wall,
         "cpu": cpu,
@@ -178,7 +181,8 @@ def main() -> None:
             runs.append(run)
             print(
                 f"run {n + 1}: {run['items']} items ({run['accepted']} tasks; "
-                f"{run['builds']} item builds with the video share's rebuilds) in "
+                f"{run['builds']} item builds with the video share's rebuilds, "
+                f"{run['encoded']} videos encoded after the share was chosen) in "
                 f"{run['wall']:.1f}s wall, {run['cpu']:.1f}s CPU = "
                 f"{60 * run['items'] / run['wall']:.1f} items/min wall, "
                 f"{120 * run['items'] / run['cpu']:.1f} items/min on 2 cores by CPU; "

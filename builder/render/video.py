@@ -83,6 +83,42 @@ class VideoOptions:
 
 
 @dataclass(frozen=True, kw_only=True)
+class PendingVideo:
+    """A planned video before encoding: everything the encoder and the check read.
+
+    Attributes:
+        frames: the distinct RGB24 frames.
+        order: the index into ``frames`` of every frame of the video, in order.
+        wav: the narration track.
+        width, height, fps: frame size and rate.
+        seconds: the video's length.
+        timeline: (start, end) seconds of each scene.
+        layouts: each scene's text layout.
+        expected: atom id -> the display text the check must read back.
+    """
+
+    frames: tuple[bytes, ...]
+    order: tuple[int, ...]
+    wav: bytes
+    width: int
+    height: int
+    fps: int
+    seconds: float
+    timeline: tuple[tuple[float, float], ...]
+    layouts: tuple[tuple[TextItem, ...], ...]
+    expected: dict[str, str]
+
+
+@dataclass(frozen=True, kw_only=True)
+class EncodedVideo:
+    """A pending video encoded and checked."""
+
+    video: bytes
+    check: Any
+    seconds: dict[str, float]
+
+
+@dataclass(frozen=True, kw_only=True)
 class VideoArtifacts:
     """A task's video and how it changes the task.
 
@@ -100,6 +136,9 @@ class VideoArtifacts:
         narration_engine: ``espeak-ng`` or ``silent``.
         warnings: ledger warnings (a silent track ...).
         seconds: wall seconds per step.
+        pending: while the video is planned but not yet encoded (``build_video`` with
+            ``encode=False``): what ``encode_pending`` needs; ``video`` is then empty and
+            ``check`` None.
     """
 
     video: bytes
@@ -114,6 +153,7 @@ class VideoArtifacts:
     narration_engine: str
     warnings: tuple[str, ...] = ()
     seconds: dict[str, float] = field(default_factory=dict)
+    pending: PendingVideo | None = None
 
     @property
     def withheld(self) -> tuple[str, ...]:
@@ -135,7 +175,7 @@ class VideoArtifacts:
             "storyboard": self.storyboard.to_json(),
             "timeline": [[round(a, 3), round(b, 3)] for a, b in self.timeline],
             "layouts": [[i.to_json() for i in layout] for layout in self.layouts],
-            "check": self.check.to_json(),
+            "check": self.check.to_json() if self.check is not None else None,
             "narration": self.narration_engine,
             "warnings": list(self.warnings),
             "duration": round(self.duration, 3),
@@ -233,6 +273,7 @@ def build_video(
     seed: int = 0,
     options: VideoOptions | None = None,
     question_language: str | None = None,
+    encode: bool = True,
 ) -> VideoArtifacts:
     """Make a task's video and integrate it into the task.
 
@@ -248,13 +289,13 @@ def build_video(
         question_language: the question's language (slots and notes are written in it;
             default: ``language``).
         options: sizes, timing, narration.
+        encode: encode and check the video now; else it is returned planned (its
+            ``pending``), for ``encode_pending`` later.
 
     Raises:
-        VideoRejected: the strategy does not fit, no valid storyboard, or a check failed.
+        VideoRejected: the strategy does not fit, no valid storyboard, or (when encoding)
+            encoding or a check failed.
     """
-    from builder.errors import EncodingError
-    from builder.video.checks import check_video
-    from builder.video.encoding import encode
     from builder.video.frames import BG, draw_scene
     from builder.video.narration import Clip, Narration, synthesize, track
 
@@ -326,39 +367,30 @@ def build_video(
         start += length
     t3 = time.perf_counter()
     wav = track(narration.clips, [b - a for a, b in timeline])
-    try:
-        video = encode(
-            _frames(
-                [c.image for c in canvases],
-                timeline,
-                fps=opts.fps,
-                fade=opts.fade_seconds,
-                background=BG,
-            ),
-            width=opts.width,
-            height=opts.height,
-            fps=opts.fps,
-            audio_wav=wav,
-            seconds=start,
-        )
-    except EncodingError as exc:
-        raise VideoRejected(f"encoding: {exc}") from None
-    seconds["encode"] = time.perf_counter() - t3
-    t4 = time.perf_counter()
-    expected = {a.atom_id: a.display for a in evidence.atoms}
+    order: list[int] = []
+    distinct: dict[bytes, int] = {}
+    for frame in _frames(
+        [c.image for c in canvases],
+        timeline,
+        fps=opts.fps,
+        fade=opts.fade_seconds,
+        background=BG,
+    ):
+        order.append(distinct.setdefault(frame, len(distinct)))
     layouts = tuple(tuple(c.items) for c in canvases)
-    check = check_video(
-        video,
-        timeline=timeline,
-        layouts=layouts,
-        expected=expected,
+    pending = PendingVideo(
+        frames=tuple(distinct),
+        order=tuple(order),
+        wav=wav,
         width=opts.width,
         height=opts.height,
-        tolerance=max(0.3, 2 / opts.fps),
+        fps=opts.fps,
+        seconds=start,
+        timeline=tuple(timeline),
+        layouts=layouts,
+        expected={a.atom_id: a.display for a in evidence.atoms},
     )
-    seconds["check"] = time.perf_counter() - t4
-    if not check.ok:
-        raise VideoRejected(f"check: {check.errors[0]}")
+    seconds["frames"] += time.perf_counter() - t3
     warnings = tuple(w for w in (narration.warning,) if w)
     for w in warnings:
         logger.info("video: %s", w)
@@ -373,8 +405,8 @@ def build_video(
         attempts=board.attempts,
         rejected=board.rejected,
     )
-    return VideoArtifacts(
-        video=video,
+    made = VideoArtifacts(
+        video=b"",
         filename=opts.filename,
         question=evidence.question,
         strategy=strategy,
@@ -382,10 +414,66 @@ def build_video(
         storyboard=final,
         layouts=layouts,
         timeline=tuple(timeline),
-        check=check,
+        check=None,
         narration_engine=narration.engine,
         warnings=warnings,
         seconds=seconds,
+        pending=pending,
+    )
+    return with_encoding(made, encode_pending(pending)) if encode else made
+
+
+def encode_pending(pending: PendingVideo) -> EncodedVideo:
+    """Encode a planned video and check the result.
+
+    Raises:
+        VideoRejected: encoding failed or a check failed.
+    """
+    from builder.errors import EncodingError
+    from builder.video.checks import check_video
+    from builder.video.encoding import encode
+
+    seconds: dict[str, float] = {}
+    t0 = time.perf_counter()
+    try:
+        video = encode(
+            (pending.frames[i] for i in pending.order),
+            width=pending.width,
+            height=pending.height,
+            fps=pending.fps,
+            audio_wav=pending.wav,
+            seconds=pending.seconds,
+        )
+    except EncodingError as exc:
+        raise VideoRejected(f"encoding: {exc}") from None
+    seconds["encode"] = time.perf_counter() - t0
+    t1 = time.perf_counter()
+    check = check_video(
+        video,
+        timeline=pending.timeline,
+        layouts=pending.layouts,
+        expected=pending.expected,
+        width=pending.width,
+        height=pending.height,
+        tolerance=max(0.3, 2 / pending.fps),
+        rate=pending.fps,
+    )
+    seconds["check"] = time.perf_counter() - t1
+    if not check.ok:
+        raise VideoRejected(f"check: {check.errors[0]}")
+    return EncodedVideo(video=video, check=check, seconds=seconds)
+
+
+def with_encoding(made: VideoArtifacts, encoded: EncodedVideo) -> VideoArtifacts:
+    """A planned video's artifacts with its encoding in place."""
+    from dataclasses import replace
+
+    return replace(
+        made,
+        video=encoded.video,
+        check=encoded.check,
+        seconds={**made.seconds, **encoded.seconds},
+        pending=None,
     )
 
 
@@ -402,11 +490,15 @@ def expected_constants(evidence: EvidencePlan) -> Mapping[str, str]:
 
 __all__ = [
     "VIDEO_FILE",
+    "EncodedVideo",
+    "PendingVideo",
     "VideoArtifacts",
     "VideoOptions",
     "VideoRejected",
     "build_video",
+    "encode_pending",
     "expected_constants",
     "plan_evidence",
     "schema_of",
+    "with_encoding",
 ]

@@ -86,6 +86,8 @@ class TaskState:
         video: the video, when one was made.
         video_try: whether this task tries to get a video (the driver turns it off for the
             tasks it drops to reach ``Stage3Options.video_share``).
+        video_defer: leave the video planned, not encoded (``VideoArtifacts.pending``):
+            the driver encodes only the videos its release keeps.
         video_wanted: whether this task tried to get a video.
         video_skipped: why each tried video strategy did not fit.
         workspace: the rendered workspace.
@@ -109,6 +111,7 @@ class TaskState:
     routing: Routing | None = None
     video: VideoArtifacts | None = None
     video_try: bool = True
+    video_defer: bool = False
     video_wanted: bool = False
     video_skipped: tuple[str, ...] = ()
     workspace: RoutedWorkspace | None = None
@@ -162,8 +165,12 @@ def initial_state(
     build_seed: int,
     task_id: str = "",
     video: bool = True,
+    defer_video: bool = False,
 ) -> TaskState:
-    """The state an item enters the first stage with (``video``: try to get a video)."""
+    """The state an item enters the first stage with.
+
+    ``video``: try to get a video; ``defer_video``: plan it without encoding it.
+    """
     return TaskState(
         source=item,
         item=item,
@@ -172,6 +179,7 @@ def initial_state(
         seed=task_seed(build_seed, item),
         languages=languages,
         video_try=video,
+        video_defer=defer_video,
     )
 
 

@@ -8,7 +8,9 @@ its plain workspace, and each strategy's reason goes to the ledger as ``strategy
 ``Stage3Options.video_share`` is the share of the release's tasks that hold a video: the
 driver (``builder.driver``) builds every item trying for a video, then rebuilds a seeded
 choice of the tasks that got one with ``TaskState.video_try`` off, until the share is met.
-``Stage3Options.forced`` names items that must get a video with a given strategy.
+``Stage3Options.forced`` names items that must get a video with a given strategy. With
+``TaskState.video_defer`` the chosen video is planned but not encoded (its encoding and
+check are the driver's, for the videos the release keeps).
 """
 
 from __future__ import annotations
@@ -72,6 +74,7 @@ def video(state: TaskState, ctx: StageContext) -> TaskState:
                 seed=state.seed,
                 question_language=state.question_language or language,
                 options=opts.video,
+                encode=not state.video_defer,
             )
         except VideoRejected as exc:
             skipped.append(f"{name}: {str(exc).removeprefix(f'{name}: ')}")

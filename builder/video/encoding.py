@@ -194,28 +194,62 @@ class Probe:
 
 def probe(data: bytes) -> Probe:
     """Decode a video completely and describe it."""
+    return probe_frames(data, (), width=0, height=0)[0]
+
+
+def probe_frames(
+    data: bytes, indices: Iterable[int], *, width: int, height: int
+) -> tuple[Probe, dict[int, Any]]:
+    """``probe``, and the frames at these indices (grayscale numpy arrays) from the same decode.
+
+    One ffmpeg process decodes the file once for both: the description comes from its
+    first output (the full decode ``probe`` runs), the frames from a second output that
+    selects them. An index past the last frame is missing from the mapping.
+    """
+    import numpy as np
+
+    wanted = sorted(set(indices))
     with tempfile.NamedTemporaryFile(suffix=".mp4") as fh:
         fh.write(data)
         fh.flush()
-        proc = subprocess.run(
-            [
-                ffmpeg(),
-                "-hide_banner",
-                "-v",
-                "info",
-                "-i",
-                fh.name,
+        cmd = [
+            ffmpeg(),
+            "-hide_banner",
+            "-v",
+            "info",
+            "-i",
+            fh.name,
+            "-map",
+            "0:v",
+            "-f",
+            "null",
+            "-",
+        ]
+        if wanted:
+            select = "+".join(f"eq(n,{n})" for n in wanted)
+            cmd += [
                 "-map",
                 "0:v",
+                "-vf",
+                f"select='{select}',format=gray",
+                "-fps_mode",
+                "passthrough",
                 "-f",
-                "null",
-                "-",
-            ],
-            capture_output=True,
-            timeout=600,
-            check=False,
-        )
+                "rawvideo",
+                "pipe:1",
+            ]
+        proc = subprocess.run(cmd, capture_output=True, timeout=600, check=False)
     err = proc.stderr.decode(errors="replace")
+    size = width * height
+    raw = proc.stdout if wanted and size else b""
+    frames = {
+        n: np.frombuffer(raw[i * size : (i + 1) * size], dtype=np.uint8).reshape(height, width)
+        for i, n in enumerate(wanted[: len(raw) // size if size else 0])
+    }
+    return _described(err, proc.returncode), frames
+
+
+def _described(err: str, returncode: int) -> Probe:
     frames = [int(m) for m in re.findall(r"frame=\s*(\d+)", err)]
     times = re.findall(r"time=(\d+):(\d+):(\d+\.\d+)", err)
     seconds = 0.0
@@ -238,8 +272,25 @@ def probe(data: bytes) -> Probe:
         has_video=bool(re.search(r"Stream #\S+.*Video:", err)),
         width=int(size.group(1)) if size else 0,
         height=int(size.group(2)) if size else 0,
-        errors=bad if proc.returncode == 0 else (bad or err[-300:]),
+        errors=bad if returncode == 0 else (bad or err[-300:]),
     )
+
+
+def frame_index(seconds: float, *, rate: int, fps: float | None = None) -> int:
+    """The index of the frame ``frame_at`` returns, in a stream of ``rate`` frames a second.
+
+    ``frame_at`` seeks to a time given in milliseconds and gets the first frame whose
+    timestamp (``n / rate``, the first at 0) is not before it.
+
+    >>> frame_index(2.6, rate=8, fps=8.0), frame_index(2.6, rate=8)
+    (20, 21)
+    """
+    import math
+
+    if fps:
+        seconds = max(0.0, math.floor(seconds * fps + 1e-6) / fps - 0.001)
+    micro = int(f"{seconds:.3f}".replace(".", "")) * 1000
+    return -(-micro * rate // 1_000_000)
 
 
 def frame_at(
@@ -293,4 +344,13 @@ def frame_at(
     return np.frombuffer(raw[: width * height], dtype=np.uint8).reshape(height, width)
 
 
-__all__ = ["EncodingError", "Probe", "encode", "ffmpeg", "frame_at", "probe"]
+__all__ = [
+    "EncodingError",
+    "Probe",
+    "encode",
+    "ffmpeg",
+    "frame_at",
+    "frame_index",
+    "probe",
+    "probe_frames",
+]

@@ -11,8 +11,8 @@ from builder.gold import execute_gold
 from builder.render.video import VideoOptions, VideoRejected, build_video, schema_of
 from builder.sqlinfo import order_sensitive
 from builder.video.atoms import display, extract_atoms
-from builder.video.checks import alphabet_for, read_text, same_text
-from builder.video.encoding import frame_at, probe
+from builder.video.checks import alphabet_for, check_video, read_text, same_text
+from builder.video.encoding import frame_at, frame_index, probe, probe_frames
 from builder.video.frames import draw_scene
 from builder.video.narration import espeak_path
 from builder.video.storyboard import LlmPlanner, StoryboardRejected
@@ -82,6 +82,35 @@ def test_constants_are_read_back_from_frames(bundled_items, item_id, strategy):
             [g for g, _ in read[atom_id]],
         )
     conn.close()
+
+
+def test_the_check_reads_from_one_decode_the_frames_a_seek_gives(bundled_items):
+    """Guards the check's single decode: its description equals ``probe``'s, each scene's
+    frame equals the one ``frame_at`` seeks to, and the verdict equals the verdict of the
+    check that seeks every frame."""
+    item = _item(bundled_items, "1eb7c49376ca6aade1adc15f")
+    conn, _gold, video = _build(item, "answer_evidence")
+    conn.close()
+    w, h, rate = FAST.width, FAST.height, FAST.fps
+    described = probe(video.video)
+    fps = described.frames / described.seconds
+    times = [a + 0.6 * (b - a) for a, b in video.timeline]
+    wanted = [frame_index(t, rate=rate, fps=fps) for t in times]
+    once, frames = probe_frames(video.video, wanted, width=w, height=h)
+    assert once == described
+    assert sorted(frames) == sorted(set(wanted))
+    for t, n in zip(times, wanted, strict=True):
+        assert (frames[n] == frame_at(video.video, t, width=w, height=h, fps=fps)).all()
+    kw = {
+        "timeline": video.timeline,
+        "layouts": video.layouts,
+        "expected": {a.atom_id: a.display for a in video.evidence.atoms},
+        "width": w,
+        "height": h,
+        "tolerance": 0.4,
+    }
+    assert check_video(video.video, rate=rate, **kw) == check_video(video.video, **kw)
+    assert video.check.ok
 
 
 def test_predicate_abstraction_moves_the_condition_out_of_the_question(bundled_items):
