@@ -12,6 +12,8 @@ from dataspace.agents import AgentLimits
 from dataspace.agents.smolagents_adapter import count_actions, install_problem, relation_prompt
 from dataspace.errors import InfrastructureError
 
+OUTAGE_WALL_SECONDS = 240  # the outage tests' attempt wall limit
+
 pytestmark = [pytest.mark.sandbox, pytest.mark.llm]
 
 if install_problem() is not None:  # the set-up installs it: a missing one is a failure
@@ -152,8 +154,10 @@ def _run_into_an_outage(local_backend, server, tmp_path, protocol: str):
         "task_1", [{"content": LOOK}, {"faults": [{"wait": "outage"}], "content": WRITE}]
     )
 
+    # room for a slow start of smolagents in its sandbox on a loaded host: the outage comes
+    # once the second call is held, however long that takes (10 s on an idle machine)
     def kill_when_held() -> None:
-        deadline = time.monotonic() + 120
+        deadline = time.monotonic() + OUTAGE_WALL_SECONDS
         while not server.served("task_1", 1) and time.monotonic() < deadline:
             time.sleep(0.05)
         server.kill()
@@ -171,9 +175,10 @@ def _run_into_an_outage(local_backend, server, tmp_path, protocol: str):
                 "protocol": protocol,
                 "retry": {"initial_backoff": 0.01, "max_backoff": 0.05, "max_connect_retries": 2},
             },
+            limits=AgentLimits(wall_seconds=OUTAGE_WALL_SECONDS, command_timeout=20),
         )
     finally:
-        killer.join(timeout=130)
+        killer.join(timeout=OUTAGE_WALL_SECONDS + 10)
 
 
 def test_smolagents_outage_is_marked_endpoint_unreachable(local_backend, server, tmp_path):
