@@ -217,6 +217,8 @@ def _linear_quantiles(theta: Any, *ps: Any) -> tuple[float, ...]:
     """
     import numpy as np
 
+    if np.isnan(theta).any():
+        return tuple(float("nan") for _ in ps)
     n = np.asarray(theta.shape[-1], dtype=theta.dtype)
     p = np.stack(ps, axis=-1)
     jg = p * n + (1 - p)
@@ -226,8 +228,6 @@ def _linear_quantiles(theta: Any, *ps: Any) -> tuple[float, ...]:
     g[j < 0] = 0
     j = np.clip(j, 0.0, n - 1).astype(np.int64)
     jp1 = np.clip(jp1, 0.0, n - 1).astype(np.int64)
-    if np.isnan(theta).any():
-        return tuple(float("nan") for _ in ps)
     y = np.partition(theta, np.unique(np.concatenate((j, jp1))))
     res = (1 - g) * y[j] + g * y[jp1]
     return tuple(float(v) for v in res)
@@ -349,8 +349,6 @@ def _mcnemar(a_only: int, b_only: int) -> float:
     number to the last bit, without importing ``scipy.stats`` (a second of a command's
     start on a busy machine).
     """
-    import math
-
     from scipy.special import _ufuncs as scu  # what scipy.stats.binom evaluates
 
     n, k, p = a_only + b_only, a_only, 0.5

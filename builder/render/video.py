@@ -431,13 +431,14 @@ def encode_pending(pending: PendingVideo) -> EncodedVideo:
     """
     from builder.errors import EncodingError
     from builder.video.checks import check_video
-    from builder.video.encoding import encode
+    from builder.video.encoding import encode_distinct
 
     seconds: dict[str, float] = {}
     t0 = time.perf_counter()
     try:
-        video = encode(
-            (pending.frames[i] for i in pending.order),
+        video = encode_distinct(
+            pending.frames,
+            pending.order,
             width=pending.width,
             height=pending.height,
             fps=pending.fps,

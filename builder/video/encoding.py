@@ -13,7 +13,7 @@ import os
 import re
 import subprocess
 import tempfile
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -62,6 +62,36 @@ def encode(
     for frame in frames:
         frame = frame if isinstance(frame, bytes) else bytes(frame)
         order.append(distinct.setdefault(frame, len(distinct)))
+    return encode_distinct(
+        list(distinct),
+        order,
+        width=width,
+        height=height,
+        fps=fps,
+        audio_wav=audio_wav,
+        seconds=seconds,
+        crf=crf,
+    )
+
+
+def encode_distinct(
+    distinct: Sequence[bytes],
+    order: Sequence[int],
+    *,
+    width: int,
+    height: int,
+    fps: int,
+    audio_wav: bytes,
+    seconds: float,
+    crf: int = 20,
+) -> bytes:
+    """``encode`` of the frames ``distinct[i] for i in order``, told apart already.
+
+    ``distinct`` holds different frames in order of first use, as ``encode`` finds them.
+
+    Raises:
+        EncodingError: ffmpeg failed.
+    """
     yuv = _to_yuv420p(list(distinct), width=width, height=height, fps=fps)
     pool, pix_fmt = (yuv, "yuv420p") if yuv is not None else (list(distinct), "rgb24")
     return _encode(
@@ -348,6 +378,7 @@ __all__ = [
     "EncodingError",
     "Probe",
     "encode",
+    "encode_distinct",
     "ffmpeg",
     "frame_at",
     "frame_index",
