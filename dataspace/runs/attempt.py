@@ -9,16 +9,20 @@ not start, the store or the model endpoint failed past retries) raise
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import math
+import select
 import shutil
+import signal
 import socket
+import sys
 import tempfile
 import threading
 import time
 import uuid
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -122,9 +126,95 @@ def run_attempt(req: AttemptRequest) -> ResultRow:
     """
     workdir = Path(tempfile.mkdtemp(prefix=f"{scratch_prefix(req.key)}{req.task_id}-"))
     try:
-        return _run_attempt(req, workdir)
+        with interrupts_wake_blocking_calls():
+            return _run_attempt(req, workdir)
     finally:
         shutil.rmtree(workdir, ignore_errors=True)
+
+
+WAKE_SIGNAL = signal.SIGRTMAX - 3
+"""The signal that wakes the main thread from a blocking call when an interrupt is pending
+(a real-time signal nothing else here uses; its handler does nothing)."""
+
+
+@contextlib.contextmanager
+def interrupts_wake_blocking_calls() -> Iterator[None]:
+    """A pending ``KeyboardInterrupt`` interrupts the main thread's blocking call at once.
+
+    Ray's graceful cancel (and ``_thread.interrupt_main``) only marks SIGINT as pending: its
+    ``KeyboardInterrupt`` is raised when the main thread next runs Python code, so a worker
+    waiting on a model's reply or a harness process kept waiting until the controller
+    killed it (``CANCEL_GRACE_SECONDS`` later) and could not close its sandbox itself.
+    Here a pending SIGINT's wake-up byte (``signal.set_wakeup_fd``) makes a watcher thread
+    send ``WAKE_SIGNAL`` to the main thread: its blocking system call returns, Python runs
+    the pending handler, and the ``KeyboardInterrupt`` unwinds the attempt through its
+    cleanup. Ray keeps SIGINT itself blocked in its workers, so SIGINT cannot be the one
+    sent. A worker that inherited SIGINT ignored gets its default handler, or the cancel
+    would mark nothing. Does nothing outside a Ray worker's main thread (a controller
+    running attempts itself is stopped by its own signals) or when a wake-up fd is
+    already set.
+    """
+    if threading.current_thread() is not threading.main_thread() or not _in_ray_worker():
+        yield
+        return
+    rd, wr = socket.socketpair()
+    rd.setblocking(False)
+    wr.setblocking(False)
+    try:
+        previous = signal.set_wakeup_fd(wr.fileno(), warn_on_full_buffer=False)
+    except ValueError:  # not the main interpreter
+        previous = None
+    if previous != -1:
+        if previous is not None:
+            signal.set_wakeup_fd(previous)
+        rd.close()
+        wr.close()
+        yield
+        return
+    if signal.getsignal(WAKE_SIGNAL) in (signal.SIG_DFL, None):
+        signal.signal(WAKE_SIGNAL, _ignore_wake)
+    if signal.getsignal(signal.SIGINT) == signal.SIG_IGN:
+        # started from a background job (``nohup … &``) the worker inherits SIGINT ignored,
+        # and then Ray's graceful cancel marks nothing: take SIGINT's default handler, as
+        # a worker started from a terminal has
+        signal.signal(signal.SIGINT, signal.default_int_handler)
+    main = threading.main_thread().ident
+    done = threading.Event()
+
+    def watch() -> None:
+        while not done.is_set():
+            select.select([rd], [], [], 0.5)
+            try:
+                got = rd.recv(64)
+            except (BlockingIOError, OSError):
+                continue
+            if signal.SIGINT in got and not done.is_set() and main is not None:
+                signal.pthread_kill(main, WAKE_SIGNAL)
+
+    watcher = threading.Thread(target=watch, name="ds-interrupt-wake", daemon=True)
+    watcher.start()
+    try:
+        yield
+    finally:
+        done.set()
+        signal.set_wakeup_fd(-1)
+        watcher.join()
+        rd.close()
+        wr.close()
+
+
+def _in_ray_worker() -> bool:
+    """Whether this process is a Ray worker (Ray's tasks and cancels reach it)."""
+    if "ray" not in sys.modules:
+        return False
+    import ray
+    from ray._private.worker import global_worker
+
+    return bool(global_worker.mode == ray.WORKER_MODE)
+
+
+def _ignore_wake(signum: int, frame: Any) -> None:
+    """``WAKE_SIGNAL``'s handler: the signal only ends a blocking call; nothing to do."""
 
 
 def _run_attempt(req: AttemptRequest, workdir: Path) -> ResultRow:
@@ -528,6 +618,7 @@ __all__ = [
     "SCRATCH_PREFIX",
     "AttemptRequest",
     "infra_record",
+    "interrupts_wake_blocking_calls",
     "request_identity",
     "run_attempt",
     "scratch_prefix",

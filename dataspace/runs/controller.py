@@ -1032,7 +1032,8 @@ class _Run:
         """Stop the attempts still running, gracefully first.
 
         Each worker first gets to close its sandbox and scratch folder (a
-        ``KeyboardInterrupt`` in it), then is killed after ``CANCEL_GRACE_SECONDS``.
+        ``KeyboardInterrupt`` in it, which also ends a blocking call:
+        ``interrupts_wake_blocking_calls``), then is killed after ``CANCEL_GRACE_SECONDS``.
         """
         import ray
 
