@@ -296,6 +296,7 @@ def build_video(
         VideoRejected: the strategy does not fit, no valid storyboard, or (when encoding)
             encoding or a check failed.
     """
+    from builder.video.encoding import distinct_frames
     from builder.video.frames import BG, draw_scene
     from builder.video.narration import Clip, Narration, synthesize, track
 
@@ -367,20 +368,19 @@ def build_video(
         start += length
     t3 = time.perf_counter()
     wav = track(narration.clips, [b - a for a, b in timeline])
-    order: list[int] = []
-    distinct: dict[bytes, int] = {}
-    for frame in _frames(
-        [c.image for c in canvases],
-        timeline,
-        fps=opts.fps,
-        fade=opts.fade_seconds,
-        background=BG,
-    ):
-        order.append(distinct.setdefault(frame, len(distinct)))
+    distinct, order = distinct_frames(
+        _frames(
+            [c.image for c in canvases],
+            timeline,
+            fps=opts.fps,
+            fade=opts.fade_seconds,
+            background=BG,
+        )
+    )
     layouts = tuple(tuple(c.items) for c in canvases)
     pending = PendingVideo(
-        frames=tuple(distinct),
-        order=tuple(order),
+        frames=distinct,
+        order=order,
         wav=wav,
         width=opts.width,
         height=opts.height,

@@ -57,13 +57,9 @@ def encode(
     Raises:
         EncodingError: ffmpeg failed.
     """
-    order: list[int] = []
-    distinct: dict[bytes, int] = {}
-    for frame in frames:
-        frame = frame if isinstance(frame, bytes) else bytes(frame)
-        order.append(distinct.setdefault(frame, len(distinct)))
+    distinct, order = distinct_frames(frames)
     return encode_distinct(
-        list(distinct),
+        distinct,
         order,
         width=width,
         height=height,
@@ -72,6 +68,20 @@ def encode(
         seconds=seconds,
         crf=crf,
     )
+
+
+def distinct_frames(frames: Iterable[bytes]) -> tuple[tuple[bytes, ...], tuple[int, ...]]:
+    """The different frames in order of first use, and each frame's index among them.
+
+    >>> distinct_frames([b"a", b"a", b"b", b"a"])
+    ((b'a', b'b'), (0, 0, 1, 0))
+    """
+    order: list[int] = []
+    distinct: dict[bytes, int] = {}
+    for frame in frames:
+        frame = frame if isinstance(frame, bytes) else bytes(frame)
+        order.append(distinct.setdefault(frame, len(distinct)))
+    return tuple(distinct), tuple(order)
 
 
 def encode_distinct(
@@ -377,6 +387,7 @@ def frame_at(
 __all__ = [
     "EncodingError",
     "Probe",
+    "distinct_frames",
     "encode",
     "encode_distinct",
     "ffmpeg",
