@@ -1,9 +1,11 @@
-"""Fixtures shared by every test package: one build cache, and the demo release built once."""
+"""Fixtures shared by every test package: one build cache, the demo release built once, and
+Ray for the files that run attempts in-process (connected for one file at a time)."""
 
 from __future__ import annotations
 
 import json
 import os
+import sys
 from pathlib import Path
 
 import pytest
@@ -17,6 +19,38 @@ def _session_root(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """The session's temporary root, shared by every pytest-xdist worker of the session."""
     base = tmp_path_factory.getbasetemp()
     return base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base
+
+
+@pytest.fixture(scope="module", autouse=True)
+def ray_ends_with_its_test_file(request: pytest.FixtureRequest):
+    """Fails the test file that leaves Ray connected (an in-process run connects and stays
+    connected): a later file of the same worker would find it, and its model limiters
+    would become actors of an instance it never asked for. Ray is disconnected here."""
+    yield
+    ray = sys.modules.get("ray")
+    if ray is not None and ray.is_initialized():
+        ray.shutdown()
+        pytest.fail(
+            f"{request.node.nodeid} left Ray connected: use the ray_local fixture (or "
+            "ray.shutdown() what the file started)",
+            pytrace=False,
+        )
+
+
+@pytest.fixture(scope="module")
+def ray_local():
+    """Ray for the in-process runs of one test file, connected the CLI's way.
+
+    The local instance starts once per worker and is joined again by each file that asks
+    for it; the connection ends with the file, so no connection lives for the whole session
+    and no later file finds Ray connected."""
+    import ray
+
+    from dataspace.runs.ray_start import connect_ray
+
+    connect_ray(num_cpus=2)
+    yield ray
+    ray.shutdown()
 
 
 @pytest.fixture(scope="session")

@@ -235,7 +235,7 @@ def _mimic_db() -> Path:
 @pytest.mark.ray
 @pytest.mark.sandbox
 @pytest.mark.integration
-def test_gold_agent_scores_everything_on_the_mimic_sample(mimic_release):
+def test_gold_agent_scores_everything_on_the_mimic_sample(mimic_release, ray_local):
     from dataspace.runs.controller import execute_run
     from dataspace.runs.spec import AgentSpec, Limits, RunSpec, SandboxConfig
 
