@@ -25,11 +25,18 @@ def _session_root(tmp_path_factory: pytest.TempPathFactory) -> Path:
 def ray_ends_with_its_test_file(request: pytest.FixtureRequest):
     """Fails the test file that leaves Ray connected (an in-process run connects and stays
     connected): a later file of the same worker would find it, and its model limiters
-    would become actors of an instance it never asked for. Ray is disconnected here."""
+    would become actors of an instance it never asked for. Ray is disconnected here, and
+    the local instance a file started is stopped, so each file starts its own."""
     yield
     ray = sys.modules.get("ray")
-    if ray is not None and ray.is_initialized():
+    connected = ray is not None and ray.is_initialized()
+    if "dataspace.runs.ray_start" in sys.modules:  # its local instance ends with the file
+        from dataspace.runs.ray_start import stop_local_ray
+
+        stop_local_ray()
+    elif connected:
         ray.shutdown()
+    if connected:
         pytest.fail(
             f"{request.node.nodeid} left Ray connected: use the ray_local fixture (or "
             "ray.shutdown() what the file started)",
@@ -39,18 +46,17 @@ def ray_ends_with_its_test_file(request: pytest.FixtureRequest):
 
 @pytest.fixture(scope="module")
 def ray_local():
-    """Ray for the in-process runs of one test file, connected the CLI's way.
-
-    The local instance starts once per worker and is joined again by each file that asks
-    for it; the connection ends with the file, so no connection lives for the whole session
-    and no later file finds Ray connected."""
+    """Ray for the in-process runs of one test file: a local instance of 2 CPUs started the
+    CLI's way, stopped at the end of the file (no connection lives for the whole session,
+    and no later file finds Ray connected)."""
     import ray
 
-    from dataspace.runs.ray_start import connect_ray
+    from dataspace.runs.ray_start import connect_ray, stop_local_ray
 
+    stop_local_ray()  # an instance another file left running has other CPUs
     connect_ray(num_cpus=2)
     yield ray
-    ray.shutdown()
+    stop_local_ray()
 
 
 @pytest.fixture(scope="session")

@@ -43,9 +43,9 @@ def test_a_file_that_leaves_ray_connected_fails_and_the_next_file_finds_it_disco
         "    fake_ray.state['connected'] = True\n"
         "    fake_ray.state['connected'] = False  # what it connected, it disconnects\n"
     )
+    args = ["-p", "no:cacheprovider", "-p", "no:xdist", "-q", str(tmp_path)]
     p = subprocess.run(
-        [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-p", "no:xdist",
-         "-p", "no:randomly", "-q", str(tmp_path)],  # fmt: skip
+        [sys.executable, "-m", "pytest", *args],
         capture_output=True,
         text=True,
         cwd=tmp_path,

@@ -357,9 +357,10 @@ class _Head:
     proc: subprocess.Popen[bytes]
     address: str
     log_path: str
+    stopped: bool = False  # by stop_local_ray: its process id may be another's by now
 
     def alive(self) -> bool:
-        return self.proc.poll() is None
+        return not self.stopped and self.proc.poll() is None
 
 
 _head: _Head | None = None
@@ -523,13 +524,36 @@ def _kill_tree(proc: subprocess.Popen[bytes]) -> None:
         proc.wait(timeout=30)
 
 
+def stop_local_ray() -> bool:
+    """Disconnect from Ray and stop this process's local instance; True when there was one.
+
+    The next :func:`connect_ray` starts a new instance. A process that runs attempts
+    in-process and goes on without Ray (a notebook, a test file) frees the instance's
+    processes and memory here instead of at its exit.
+    """
+    import ray
+
+    global _head
+    with _head_lock:
+        head, _head = _head, None
+    with contextlib.suppress(Exception):
+        ray.shutdown()
+    if head is None or head.stopped:
+        return False
+    _stop_head(head)
+    return True
+
+
 def _stop_head(head: _Head) -> None:
     """At exit: disconnect, let the child shut its instance down, kill what is left."""
     import ray
 
+    if head.stopped:  # stopped already: its process ids may have been reused
+        return
+    head.stopped = True
     with contextlib.suppress(Exception):
         ray.shutdown()
-    if head.alive():
+    if head.proc.poll() is None:
         with contextlib.suppress(OSError):
             if head.proc.stdin is not None:
                 head.proc.stdin.close()
@@ -588,4 +612,5 @@ __all__ = [
     "connect_ray",
     "ray_endpoint",
     "resolve_start_timeout",
+    "stop_local_ray",
 ]

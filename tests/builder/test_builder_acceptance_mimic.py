@@ -59,7 +59,7 @@ def _spec(jsonl: Path, db: Path) -> BuildSpec:
 
 
 @pytest.mark.integration
-def test_mimic_items_build_into_tasks_a_careful_solver_accepts(mimic_demo, tmp_path):
+def test_mimic_items_build_into_tasks_a_careful_solver_accepts(mimic_demo, tmp_path, ray_local):
     jsonl = _subset(mimic_demo, tmp_path / "subset.jsonl")
     spec = _spec(jsonl, mimic_demo / "mimic_iii_demo.sqlite")
     assert spec.languages == LanguagePlan(database="en", question="zh")

@@ -206,3 +206,54 @@ def test_a_local_instance_starts_without_dashboard_autoscaler_or_log_monitor():
         assert not any(absent in c for c in procs), (absent, procs)
     assert _wait_gone(str(ray_dir)) == []
     shutil.rmtree(ray_dir, ignore_errors=True)
+
+
+_STOP_PROBE = """
+import json, os, ray
+from dataspace.runs import ray_start
+ray_start.connect_ray(num_cpus=1)
+first = ray.get_runtime_context().gcs_address
+head = ray_start._head.proc.pid
+procs = [head, *ray_start._descendants(head)]
+stopped = ray_start.stop_local_ray()
+
+
+def running(pid):  # a zombie has ended, only its parent has not collected it yet
+    try:
+        with open(f"/proc/{pid}/stat") as fh:
+            return fh.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except OSError:
+        return False
+
+
+left = [p for p in procs if running(p)]
+connected = ray.is_initialized()
+again = ray_start.stop_local_ray()
+ray_start.connect_ray(num_cpus=1)
+task = ray.remote(num_cpus=0.5)(lambda: os.getpid())
+print(json.dumps({"stopped": stopped, "left": left, "connected": connected, "again": again,
+                  "first": first, "second": ray.get_runtime_context().gcs_address,
+                  "worker": ray.get(task.remote(), timeout=120)}))
+"""
+
+
+def test_stop_local_ray_ends_the_instance_and_the_next_connect_starts_a_new_one():
+    """Guards stop_local_ray: every process of the local instance is gone when it returns,
+    a second call finds nothing to stop, and connect_ray then starts a new instance that
+    runs tasks."""
+    import json
+    import subprocess
+    import sys
+
+    ray_dir = short_ray_dir()
+    p = subprocess.run(
+        [sys.executable, "-c", _STOP_PROBE],
+        capture_output=True, text=True, env=cli_env(ray_dir), timeout=240,
+    )  # fmt: skip
+    assert p.returncode == 0, p.stderr[-3000:]
+    seen = json.loads(p.stdout.strip().splitlines()[-1])
+    assert seen["stopped"] is True and seen["again"] is False
+    assert seen["left"] == [] and seen["connected"] is False
+    assert seen["second"] != seen["first"] and seen["worker"] > 0
+    assert _wait_gone(str(ray_dir)) == []
+    shutil.rmtree(ray_dir, ignore_errors=True)

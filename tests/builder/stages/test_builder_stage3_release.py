@@ -124,7 +124,7 @@ def test_ehrsql_mimic3_demo_source_build(tmp_path):
 @pytest.mark.integration
 @pytest.mark.sandbox
 @pytest.mark.ray
-def test_gold_agent_scores_everything_on_a_stage3_release(bundled_items, tmp_path):
+def test_gold_agent_scores_everything_on_a_stage3_release(bundled_items, tmp_path, ray_local):
     from dataspace.runs.controller import execute_run
     from dataspace.runs.spec import AgentSpec, Limits, RunSpec, SandboxConfig
 
