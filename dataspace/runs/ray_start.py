@@ -371,9 +371,9 @@ def _local_head(node: dict[str, Any], seconds: float, hide_env: frozenset[str]) 
     """The local instance of this process: the running one, else a new one (two tries)."""
     global _head
     with _head_lock:
+        _token_auth()
         if _head is not None and _head.alive():
             return _head
-        _token_auth()
         problems: list[str] = []
         for n in range(1, START_TRIES + 1):
             try:
@@ -403,15 +403,18 @@ def _token_auth() -> None:
     The instance and this process (and the workers it starts) share a fresh random token,
     held only in their environments: nothing is written to disk, and only processes that
     have it can join the instance, which listens on the host's address.
-    """
-    if any(os.environ.get(name) for name in _AUTH_VARS):
-        return
-    import secrets
 
-    os.environ["RAY_AUTH_MODE"] = "token"
-    os.environ["RAY_AUTH_TOKEN"] = secrets.token_hex(32)
-    # Ray reads its configuration from the environment once, when it is imported; read
-    # it again (as ``ray get-auth-token`` does) so this process sends the token too.
+    Ray reads its authentication settings from the environment when it is imported and
+    when ``ray.init`` runs; they are read again here in every case, so a process whose
+    earlier ``ray.init`` saw other settings (a cluster joined without authentication)
+    still sends the token its new instance expects.
+    """
+    if not any(os.environ.get(name) for name in _AUTH_VARS):
+        import secrets
+
+        os.environ["RAY_AUTH_MODE"] = "token"
+        os.environ["RAY_AUTH_TOKEN"] = secrets.token_hex(32)
+    # read the environment again (as ``ray get-auth-token`` does)
     from ray._raylet import AuthenticationTokenLoader, Config  # type: ignore[attr-defined]
 
     Config.initialize("")

@@ -257,3 +257,43 @@ def test_stop_local_ray_ends_the_instance_and_the_next_connect_starts_a_new_one(
     assert seen["second"] != seen["first"] and seen["worker"] > 0
     assert _wait_gone(str(ray_dir)) == []
     shutil.rmtree(ray_dir, ignore_errors=True)
+
+
+_AUTH_PROBE = """
+import os, sys, ray
+from dataspace.runs import ray_start
+from dataspace.testing.ray_head import RayHead
+
+ray_start.connect_ray(num_cpus=1)
+ray_start.stop_local_ray()
+# a cluster joined without authentication: this process's Ray reads RAY_AUTH_MODE=disabled
+saved = os.environ["RAY_AUTH_MODE"]
+os.environ["RAY_AUTH_MODE"] = "disabled"
+env = {k: v for k, v in os.environ.items() if k not in ("RAY_AUTH_TOKEN", "RAY_ADDRESS")}
+with RayHead(os.path.join(os.path.dirname(sys.executable), "ray"), env=env) as other:
+    ray.init(address=other.gcs, log_to_driver=False, configure_logging=False)
+    ray.shutdown()
+os.environ["RAY_AUTH_MODE"] = saved
+ray_start.connect_ray(num_cpus=1, start_timeout=60)
+task = ray.remote(num_cpus=0.5)(lambda: os.getpid())
+print("worker", ray.get(task.remote(), timeout=120))
+ray_start.stop_local_ray()
+"""
+
+
+def test_a_local_start_after_joining_a_cluster_without_authentication_sends_its_token():
+    """Guards the token of a local instance: a process whose earlier ``ray.init`` joined a
+    cluster without authentication starts and joins its own instance (with a token) and runs
+    a task on it, instead of being refused by it."""
+    import subprocess
+    import sys
+
+    ray_dir = short_ray_dir()
+    p = subprocess.run(
+        [sys.executable, "-c", _AUTH_PROBE],
+        capture_output=True, text=True, env=cli_env(ray_dir), timeout=300,
+    )  # fmt: skip
+    assert p.returncode == 0, p.stderr[-3000:]
+    assert int(p.stdout.split("worker", 1)[1].split()[0]) > 0, p.stdout
+    assert _wait_gone(str(ray_dir)) == []
+    shutil.rmtree(ray_dir, ignore_errors=True)
