@@ -7,9 +7,12 @@ something other than a Ray head listens.
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import socket
+import subprocess
+import sys
 import threading
 import time
 import uuid
@@ -168,6 +171,22 @@ def test_a_local_start_that_times_out_is_cleaned_up_reported_and_resumable(tmp_p
     assert _wait_gone(marker) == []
 
 
+def _run_probe(script: str) -> str:
+    """The output of ``script``, run by a fresh Python with a Ray temp root of its own,
+    once every process it started is gone."""
+    ray_dir = short_ray_dir()
+    try:
+        p = subprocess.run(
+            [sys.executable, "-c", script],
+            capture_output=True, text=True, env=cli_env(ray_dir), timeout=300,
+        )  # fmt: skip
+        assert p.returncode == 0, p.stderr[-3000:]
+        assert _wait_gone(str(ray_dir)) == []
+        return p.stdout
+    finally:
+        shutil.rmtree(ray_dir, ignore_errors=True)
+
+
 _LEAN_PROBE = """
 import json, os, ray
 from dataspace.runs import ray_start
@@ -187,25 +206,13 @@ print(json.dumps({"procs": procs, "worker": ray.get(task.remote(), timeout=120)}
 def test_a_local_instance_starts_without_dashboard_autoscaler_or_log_monitor():
     """Guards the lean local start: the run's own instance has its GCS and raylet and runs
     tasks, and no dashboard (API) server, autoscaler monitor or log monitor process."""
-    import json
-    import subprocess
-    import sys
-
-    ray_dir = short_ray_dir()
-    p = subprocess.run(
-        [sys.executable, "-c", _LEAN_PROBE],
-        capture_output=True, text=True, env=cli_env(ray_dir), timeout=240,
-    )  # fmt: skip
-    assert p.returncode == 0, p.stderr[-3000:]
-    seen = json.loads(p.stdout.strip().splitlines()[-1])
+    seen = json.loads(_run_probe(_LEAN_PROBE).strip().splitlines()[-1])
     procs = seen["procs"]
     assert seen["worker"] > 0
     assert any("gcs_server" in c for c in procs), procs
     assert any("/raylet" in c for c in procs), procs
     for absent in ("dashboard/dashboard.py", "autoscaler/_private/monitor.py", "log_monitor.py"):
         assert not any(absent in c for c in procs), (absent, procs)
-    assert _wait_gone(str(ray_dir)) == []
-    shutil.rmtree(ray_dir, ignore_errors=True)
 
 
 _STOP_PROBE = """
@@ -241,22 +248,10 @@ def test_stop_local_ray_ends_the_instance_and_the_next_connect_starts_a_new_one(
     """Guards stop_local_ray: every process of the local instance is gone when it returns,
     a second call finds nothing to stop, and connect_ray then starts a new instance that
     runs tasks."""
-    import json
-    import subprocess
-    import sys
-
-    ray_dir = short_ray_dir()
-    p = subprocess.run(
-        [sys.executable, "-c", _STOP_PROBE],
-        capture_output=True, text=True, env=cli_env(ray_dir), timeout=240,
-    )  # fmt: skip
-    assert p.returncode == 0, p.stderr[-3000:]
-    seen = json.loads(p.stdout.strip().splitlines()[-1])
+    seen = json.loads(_run_probe(_STOP_PROBE).strip().splitlines()[-1])
     assert seen["stopped"] is True and seen["again"] is False
     assert seen["left"] == [] and seen["connected"] is False
     assert seen["second"] != seen["first"] and seen["worker"] > 0
-    assert _wait_gone(str(ray_dir)) == []
-    shutil.rmtree(ray_dir, ignore_errors=True)
 
 
 _AUTH_PROBE = """
@@ -285,15 +280,5 @@ def test_a_local_start_after_joining_a_cluster_without_authentication_sends_its_
     """Guards the token of a local instance: a process whose earlier ``ray.init`` joined a
     cluster without authentication starts and joins its own instance (with a token) and runs
     a task on it, instead of being refused by it."""
-    import subprocess
-    import sys
-
-    ray_dir = short_ray_dir()
-    p = subprocess.run(
-        [sys.executable, "-c", _AUTH_PROBE],
-        capture_output=True, text=True, env=cli_env(ray_dir), timeout=300,
-    )  # fmt: skip
-    assert p.returncode == 0, p.stderr[-3000:]
-    assert int(p.stdout.split("worker", 1)[1].split()[0]) > 0, p.stdout
-    assert _wait_gone(str(ray_dir)) == []
-    shutil.rmtree(ray_dir, ignore_errors=True)
+    out = _run_probe(_AUTH_PROBE)
+    assert int(out.split("worker", 1)[1].split()[0]) > 0, out
