@@ -251,9 +251,10 @@ ensure_harnesses
 case "$cmd" in
     demo) exec .venv/bin/dataspace demo "$@" ;;
     test)
-        # in worker processes (pytest-xdist), one test file per worker at a time: as many
-        # workers as cores, from 2 to 4
-        workers=$(nproc); ((workers < 2)) && workers=2; ((workers > 4)) && workers=4
+        # in worker processes (pytest-xdist), one test file per worker at a time: one worker
+        # more than cores, from 3 to 5 (many tests wait on a deadline or a held model call;
+        # a third worker on 2 cores fills that time)
+        workers=$(($(nproc) + 1)); ((workers < 3)) && workers=3; ((workers > 5)) && workers=5
         exec .venv/bin/python -m pytest -n "$workers" --dist loadfile "$@" ;;
     shell) exec "$@" ;;
     *) echo "usage: scripts/dev.sh demo [--out DIR] | test [PYTEST ARGS] | shell CMD..." >&2; exit 2 ;;
