@@ -25,6 +25,7 @@ import pytest
 
 from dataspace.runs.results import read_results
 from dataspace.store import open_store
+from dataspace.testing.ray_head import descendants
 from dataspace.testing.scripted_server import ScriptedServer
 
 pytestmark = [
@@ -46,33 +47,10 @@ def _title(pid: int) -> bytes:
         return b""
 
 
-def _parent(pid: int) -> int:
-    try:
-        return int(Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[1])
-    except (OSError, IndexError, ValueError):
-        return 0
-
-
-def _descends_from(pid: int, ancestor: int) -> bool:
-    for _ in range(64):
-        if pid == ancestor:
-            return True
-        if pid <= 1:
-            return False
-        pid = _parent(pid)
-    return False
-
-
 def _busy_ray_workers(root: int) -> list[int]:
     """Workers inside ``run_attempt`` of the Ray instance under ``root`` (only ours: the
     machine is shared, other Ray instances are never touched)."""
-    return [
-        int(d.name)
-        for d in Path("/proc").iterdir()
-        if d.name.isdigit()
-        and _title(int(d.name)).startswith(b"ray::run_attempt")
-        and _descends_from(int(d.name), root)
-    ]
+    return [pid for pid in descendants(root) if _title(pid).startswith(b"ray::run_attempt")]
 
 
 def _stopped(pid: int, timeout: float = 10.0) -> bool:
@@ -183,7 +161,7 @@ def demo(demo_cli: dict[str, Any], ray_local: Any, tmp_path_factory: pytest.Temp
     store = open_store(f"file://{out / 'store'}")
     rows = read_results(store.get_bytes("runs/demo/results.parquet")).to_dict("records")
     summary = json.loads(store.get_bytes("runs/demo/summary.json"))
-    spec = RunSpec(  # the demo's own run, on the release it built, in a store of its own
+    spec = RunSpec(  # the demo's release again, extended, in a store of its own
         run_id="demo-extended",
         release=str(out / "release"),
         store=f"file://{tmp_path_factory.mktemp('demo-extended') / 'store'}",
