@@ -1034,13 +1034,23 @@ class _Run:
         Each worker first gets to close its sandbox and scratch folder (a
         ``KeyboardInterrupt`` in it, which also ends a blocking call:
         ``interrupts_wake_blocking_calls``), then is killed after ``CANCEL_GRACE_SECONDS``.
+        An attempt that has finished (its ref is ready, or its ``result.json`` is written
+        and its reply on the way) is only waited for: Ray's cancel racing a task's reply
+        ends this process in a fatal check ("Tried to complete task that was not pending").
         """
         import ray
 
         refs = list(in_flight)
         if not refs:
             return
+        with contextlib.suppress(Exception):
+            _, refs = ray.wait(refs, num_returns=len(refs), timeout=0)
         for ref in refs:
+            req = in_flight[ref]
+            with contextlib.suppress(Exception):
+                adir = self.layout.attempt(req.agent.name, req.task_id, req.attempt)
+                if self.store.exists(f"{adir}/result.json"):
+                    continue
             with contextlib.suppress(Exception):
                 ray.cancel(ref, force=False)
         with contextlib.suppress(Exception):
