@@ -232,6 +232,13 @@ ensure_venv() {
     fi
 }
 
+ensure_bytecode() {
+    # The project's own modules compiled once here: an editable install is not compiled, and
+    # with PYTHONDONTWRITEBYTECODE set every process (each command, Ray worker and harness
+    # runner) would compile every module it imports again. Up-to-date files are skipped.
+    .venv/bin/python -m compileall -q -j 0 dataspace builder evaluator ray_jobs >/dev/null
+}
+
 ensure_harnesses() {
     # The native harness CLIs (Codex, Claude Code) at their pinned versions, from npm, under
     # ${DATASPACE_HARNESS_ROOT:-/opt/dataspace/harnesses}; a no-op when they are installed.
@@ -247,6 +254,7 @@ ensure_workbench
 ensure_smolagents
 ensure_docker
 ensure_venv
+ensure_bytecode
 ensure_harnesses
 case "$cmd" in
     demo) exec .venv/bin/dataspace demo "$@" ;;
