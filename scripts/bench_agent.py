@@ -98,8 +98,16 @@ class ModelServer:
         os.unlink(self._file)
 
 
+_SCRATCH: list[Path] = []  # the run's one temporary folder (main makes and removes it)
+
+
+def _scratch(prefix: str) -> Path:
+    """A new folder under the run's temporary folder (the system's when there is none)."""
+    return Path(tempfile.mkdtemp(prefix=prefix, dir=_SCRATCH[-1] if _SCRATCH else None))
+
+
 def _workspace() -> Path:
-    ws = Path(tempfile.mkdtemp(prefix="bench-agent-ws-"))
+    ws = _scratch("ws-")
     (ws / "a.csv").write_text("x\n1\n")
     os.chmod(ws, 0o755)
     os.chmod(ws / "a.csv", 0o644)
@@ -131,7 +139,7 @@ def _cpu() -> tuple[float, float]:
 def _attempt(backend, ws: Path, url: str, task_id: str, turns: int, protocol: str) -> dict:
     limits = AgentLimits(model_turns=turns + 5, tool_actions=turns + 5, wall_seconds=3600)
     sb = backend.create(SandboxSpec(workspace=ws, limits=Limits(cpus=1, wall_seconds=3700)))
-    trace = Path(tempfile.mkdtemp(prefix="bench-agent-ev-")) / "events.jsonl"
+    trace = _scratch("ev-") / "events.jsonl"
     ev = EventLog(trace)
     try:
         model = ModelSpec(id="bench", base_url=url, key_env=KEY_ENV, max_concurrency=1024)
@@ -334,10 +342,20 @@ def main() -> None:
     resource.setrlimit(resource.RLIMIT_NOFILE, (want, hard))
     backend = get_backend("local")
     print(f"dataspace from {Path(sys.modules['dataspace'].__file__).parent}")
-    if not args.skip_overhead:
-        overhead(backend, args.turns, args.repeat, args.protocol)
-    if not args.skip_concurrency:
-        concurrency(backend, levels, args.turns, args.latency, args.server_procs, args.protocol)
+    # every workspace and trace of the run under one folder, removed at the end (a run
+    # makes one of each per attempt: thousands at the higher levels)
+    with tempfile.TemporaryDirectory(prefix="bench-agent-") as scratch:
+        os.chmod(scratch, 0o755)  # the sandbox's user reaches the workspaces under it
+        _SCRATCH.append(Path(scratch))
+        try:
+            if not args.skip_overhead:
+                overhead(backend, args.turns, args.repeat, args.protocol)
+            if not args.skip_concurrency:
+                concurrency(
+                    backend, levels, args.turns, args.latency, args.server_procs, args.protocol
+                )
+        finally:
+            _SCRATCH.pop()
 
 
 if __name__ == "__main__":
