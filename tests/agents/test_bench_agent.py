@@ -28,9 +28,9 @@ def test_a_tiny_run_prints_its_figures_and_removes_every_workspace_and_trace(tmp
     env = {k: v for k, v in os.environ.items() if k != "RAY_ADDRESS"}
     env["PYTHONPATH"] = os.pathsep.join([str(ROOT), env.get("PYTHONPATH", "")])
     env["TMPDIR"] = str(tmp)
+    tiny = ["--turns", "2", "--repeat", "1", "--levels", "1,2", "--latency", "0.01"]
     proc = subprocess.run(
-        [sys.executable, str(SCRIPT), "--turns", "2", "--repeat", "1", "--levels", "1,2"]
-        + ["--latency", "0.01"],
+        [sys.executable, str(SCRIPT), *tiny],
         capture_output=True,
         text=True,
         env=env,
