@@ -68,11 +68,16 @@ server.stop()
 """
 
 
+_SCRATCH: list[Path] = []  # the run's one temporary folder (main makes and removes it)
+
+
 class ModelServer:
     """A scripted model server in a child process (so its CPU is not the controller's)."""
 
     def __init__(self, scripts: dict[str, list[dict]], latency: float) -> None:
-        fd, self._file = tempfile.mkstemp(prefix="bench-agent-scripts-", suffix=".json")
+        fd, self._file = tempfile.mkstemp(
+            prefix="scripts-", suffix=".json", dir=_SCRATCH[-1] if _SCRATCH else None
+        )
         with os.fdopen(fd, "w") as fh:
             json.dump(scripts, fh)
         self._proc = subprocess.Popen(
@@ -96,9 +101,6 @@ class ModelServer:
         self._proc.stdin.close()
         self._proc.wait(timeout=30)
         os.unlink(self._file)
-
-
-_SCRATCH: list[Path] = []  # the run's one temporary folder (main makes and removes it)
 
 
 def _scratch(prefix: str) -> Path:
