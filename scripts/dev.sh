@@ -236,7 +236,7 @@ ensure_bytecode() {
     # The project's own modules compiled once here: an editable install is not compiled, and
     # with PYTHONDONTWRITEBYTECODE set every process (each command, Ray worker and harness
     # runner) would compile every module it imports again. Up-to-date files are skipped.
-    .venv/bin/python -m compileall -q -j 0 dataspace builder evaluator ray_jobs >/dev/null
+    .venv/bin/python -m compileall -q -j 0 dataspace builder evaluator ray_jobs
 }
 
 ensure_harnesses() {
