@@ -71,13 +71,16 @@ server.stop()
 _SCRATCH: list[Path] = []  # the run's one temporary folder (main makes and removes it)
 
 
+def _scratch_root() -> Path | None:
+    """The run's temporary folder (None: the system's)."""
+    return _SCRATCH[-1] if _SCRATCH else None
+
+
 class ModelServer:
     """A scripted model server in a child process (so its CPU is not the controller's)."""
 
     def __init__(self, scripts: dict[str, list[dict]], latency: float) -> None:
-        fd, self._file = tempfile.mkstemp(
-            prefix="scripts-", suffix=".json", dir=_SCRATCH[-1] if _SCRATCH else None
-        )
+        fd, self._file = tempfile.mkstemp(prefix="scripts-", suffix=".json", dir=_scratch_root())
         with os.fdopen(fd, "w") as fh:
             json.dump(scripts, fh)
         self._proc = subprocess.Popen(
@@ -105,7 +108,7 @@ class ModelServer:
 
 def _scratch(prefix: str) -> Path:
     """A new folder under the run's temporary folder (the system's when there is none)."""
-    return Path(tempfile.mkdtemp(prefix=prefix, dir=_SCRATCH[-1] if _SCRATCH else None))
+    return Path(tempfile.mkdtemp(prefix=prefix, dir=_scratch_root()))
 
 
 def _workspace() -> Path:

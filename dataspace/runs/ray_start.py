@@ -539,11 +539,11 @@ def stop_local_ray() -> bool:
     global _head
     with _head_lock:
         head, _head = _head, None
-    with contextlib.suppress(Exception):
-        ray.shutdown()
     if head is None or head.stopped:
+        with contextlib.suppress(Exception):
+            ray.shutdown()
         return False
-    _stop_head(head)
+    _stop_head(head)  # disconnects first
     return True
 
 
