@@ -261,9 +261,10 @@ case "$cmd" in
     test)
         # in worker processes (pytest-xdist), one test file per worker at a time: one worker
         # more than cores, from 3 to 5 (many tests wait on a deadline or a held model call;
-        # a third worker on 2 cores fills that time)
+        # a third worker on 2 cores fills that time), the files in the order tests/conftest.py
+        # gives them (longest first, from tests/durations.json), not xdist's by test count
         workers=$(($(nproc) + 1)); ((workers < 3)) && workers=3; ((workers > 5)) && workers=5
-        exec .venv/bin/python -m pytest -n "$workers" --dist loadfile "$@" ;;
+        exec .venv/bin/python -m pytest -n "$workers" --dist loadfile --no-loadscope-reorder "$@" ;;
     shell) exec "$@" ;;
     *) echo "usage: scripts/dev.sh demo [--out DIR] | test [PYTEST ARGS] | shell CMD..." >&2; exit 2 ;;
 esac

@@ -1,10 +1,13 @@
 """Fixtures shared by every test package: one build cache, the demo release built once, and
-Ray for the files that run attempts in-process (connected for one file at a time)."""
+Ray for the files that run attempts in-process (connected for one file at a time). Test files
+run longest first, by the seconds ``durations.json`` records for each."""
 
 from __future__ import annotations
 
+import collections
 import json
 import os
+import statistics
 import sys
 from pathlib import Path
 
@@ -13,6 +16,65 @@ import pytest
 DEMO_BUILD_TIMEOUT = 1800
 """Seconds a test that uses the demo release may take (its first user pays for the build;
 mark it ``pytest.mark.timeout(DEMO_BUILD_TIMEOUT)``)."""
+
+
+DURATIONS = Path(__file__).with_name("durations.json")
+"""Seconds each test file took in a whole-suite run on CI's machine (2 cores, the README's
+test command): ``./scripts/dev.sh test --record-durations`` writes it again."""
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    parser.addoption(
+        "--record-durations",
+        nargs="?",
+        const=str(DURATIONS),
+        default=None,
+        metavar="PATH",
+        help="write each test file's seconds (set-up, call and tear-down of its tests) to "
+        f"PATH as JSON (default {DURATIONS.relative_to(DURATIONS.parents[1])}), the order "
+        "the next runs take the files in",
+    )
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Test files longest first (a file not recorded counts the median), each file's tests
+    in their own order: the workers (one test file at a time, ``--dist loadfile``, which
+    ``scripts/dev.sh test`` runs without xdist's own reordering by test count) end
+    together on short files instead of one worker finishing the longest files alone."""
+    try:
+        seconds: dict[str, float] = json.loads(DURATIONS.read_text())
+    except (OSError, ValueError):
+        return
+    default = statistics.median(seconds.values()) if seconds else 0.0
+    first: dict[str, int] = {}
+    for i, item in enumerate(items):
+        first.setdefault(_file_of(item.nodeid), i)
+
+    def key(item: pytest.Item) -> tuple[float, int]:
+        f = _file_of(item.nodeid)
+        return (-seconds.get(f, default), first[f])
+
+    items.sort(key=key)  # stable: a file's tests keep their order
+
+
+def _file_of(nodeid: str) -> str:
+    return nodeid.split("::", 1)[0]
+
+
+_recorded: collections.Counter[str] = collections.Counter()
+
+
+def pytest_runtest_logreport(report: pytest.TestReport) -> None:
+    # in a plain run, and in the controller of a pytest-xdist run (which sees every report)
+    if not os.environ.get("PYTEST_XDIST_WORKER"):
+        _recorded[_file_of(report.nodeid)] += report.duration
+
+
+def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
+    path = session.config.getoption("--record-durations")
+    if path and not os.environ.get("PYTEST_XDIST_WORKER") and _recorded:
+        data = {f: round(s, 1) for f, s in sorted(_recorded.items())}
+        Path(path).write_text(json.dumps(data, indent=1) + "\n")
 
 
 def _session_root(tmp_path_factory: pytest.TempPathFactory) -> Path:
