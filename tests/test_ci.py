@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -51,6 +53,51 @@ def test_the_set_up_leaves_every_project_module_compiled() -> None:
         env={**os.environ, "PYTHONDONTWRITEBYTECODE": "1"},
     )
     assert out.returncode == 0, out.stdout + out.stderr
+
+
+def _pytest(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", *args],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+
+
+def test_test_files_run_longest_first_by_their_recorded_seconds() -> None:
+    """Guards the suite's order: the files of a run are taken longest first by
+    ``tests/durations.json`` (given shortest first here), each file's tests in their order."""
+    recorded = json.loads((ROOT / "tests" / "durations.json").read_text())
+    present = {f: s for f, s in recorded.items() if (ROOT / f).is_file()}
+    assert len(present) >= 0.9 * len(recorded)  # the record names the suite's files
+    del present["tests/test_ci.py"]
+    short = min(present, key=present.__getitem__)
+    long = max(present, key=present.__getitem__)
+    out = _pytest("--collect-only", "-q", short, long, "tests/test_ci.py")
+    assert out.returncode == 0, out.stdout + out.stderr
+    ids = [ln for ln in out.stdout.splitlines() if "::" in ln]
+    files = list(dict.fromkeys(i.split("::")[0] for i in ids))
+    expected = sorted([short, long, "tests/test_ci.py"], key=lambda f: -recorded[f])
+    assert files == expected, files
+    mine = [i.split("::", 1)[1] for i in ids if i.startswith("tests/test_ci.py::")]
+    assert mine[-1] == "test_a_quick_target"  # the last in this file stays last
+
+
+def test_record_durations_writes_each_files_seconds_from_every_worker(tmp_path) -> None:
+    """``--record-durations PATH`` (what ``./scripts/dev.sh test --record-durations``
+    writes to ``tests/durations.json``) counts every test of every file, in a run in
+    worker processes too."""
+    path = tmp_path / "durations.json"
+    out = _pytest(
+        "-n", "2", "--dist", "loadfile", "--record-durations", str(path),
+        "tests/test_ci.py::test_a_quick_target", "tests/test_error_tree.py",
+    )  # fmt: skip
+    assert out.returncode == 0, out.stdout + out.stderr
+    data = json.loads(path.read_text())
+    assert set(data) == {"tests/test_ci.py", "tests/test_error_tree.py"}, data
+    assert all(isinstance(s, float) and s >= 0 for s in data.values()), data
 
 
 def test_a_quick_target() -> None:
