@@ -205,7 +205,8 @@ print(json.dumps({"procs": procs, "worker": ray.get(task.remote(), timeout=120)}
 
 def test_a_local_instance_starts_without_dashboard_autoscaler_or_log_monitor():
     """Guards the lean local start: the run's own instance has its GCS and raylet and runs
-    tasks, and no dashboard (API) server, autoscaler monitor or log monitor process."""
+    tasks, and no dashboard (API) server, autoscaler monitor or log monitor process; its
+    dashboard agent is the minimal one."""
     seen = json.loads(_run_probe(_LEAN_PROBE).strip().splitlines()[-1])
     procs = seen["procs"]
     assert seen["worker"] > 0
@@ -213,6 +214,8 @@ def test_a_local_instance_starts_without_dashboard_autoscaler_or_log_monitor():
     assert any("/raylet" in c for c in procs), procs
     for absent in ("dashboard/dashboard.py", "autoscaler/_private/monitor.py", "log_monitor.py"):
         assert not any(absent in c for c in procs), (absent, procs)
+    agents = [c for c in procs if "dashboard/agent.py" in c]
+    assert len(agents) == 1 and "--minimal" in agents[0].split(), procs
 
 
 _STOP_PROBE = """
