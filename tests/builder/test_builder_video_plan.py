@@ -10,6 +10,7 @@ through every stage again, with the release a fresh build gives.
 from __future__ import annotations
 
 import json
+import shutil
 from pathlib import Path
 
 import pytest
@@ -33,20 +34,30 @@ def _pending(cache: Path) -> list[Path]:
     return sorted(cache.glob(f"items/*/*/{PENDING_VIDEO}"))
 
 
+@pytest.fixture(scope="module")
+def quarter_build(bundled_items, tmp_path_factory):
+    """A release of :func:`_items` with a quarter of its tasks given a video, built into a
+    cache of its own (the tests below only read it; one that changes the cache copies it)."""
+    root = tmp_path_factory.mktemp("quarter")
+    finished: list[dict] = []
+    report = build_release(
+        plain_spec(stage3={"video": VIDEO, "video_share": 0.25}),
+        root / "a" / "release",
+        items=_items(bundled_items),
+        cache_dir=root / "c",
+        progress=lambda _d, _t, res: finished.append(res) if res.get("finished_video") else None,
+    )
+    return {"root": root, "report": report, "finished": finished}
+
+
 @pytest.mark.slow
 def test_kept_videos_are_those_of_a_direct_build_and_dropped_ones_are_never_encoded(
-    bundled_items, tmp_path
+    bundled_items, quarter_build
 ):
     items = _items(bundled_items)
     spec = plain_spec(stage3={"video": VIDEO, "video_share": 0.25})
-    finished: list[dict] = []
-    report = build_release(
-        spec,
-        tmp_path / "a" / "release",
-        items=items,
-        cache_dir=tmp_path / "c",
-        progress=lambda _d, _t, res: finished.append(res) if res.get("finished_video") else None,
-    )
+    tmp_path = quarter_build["root"]
+    report, finished = quarter_build["report"], quarter_build["finished"]
     video = report.video
     assert video is not None and video["dropped_to_meet_share"] >= 1
     # one encoding per kept video, none for the dropped ones: their plans stay unencoded
@@ -74,15 +85,12 @@ def test_kept_videos_are_those_of_a_direct_build_and_dropped_ones_are_never_enco
 
 
 @pytest.mark.slow
-def test_an_unusable_plan_rebuilds_its_item_as_a_fresh_build_does(bundled_items, tmp_path):
+def test_an_unusable_plan_rebuilds_its_item_as_a_fresh_build_does(
+    bundled_items, quarter_build, tmp_path
+):
     items = _items(bundled_items)
     cache = tmp_path / "c"
-    build_release(
-        plain_spec(stage3={"video": VIDEO, "video_share": 0.25}),
-        tmp_path / "a" / "release",
-        items=items,
-        cache_dir=cache,
-    )
+    shutil.copytree(quarter_build["root"] / "c", cache)  # this test spoils its plans
     plans = _pending(cache)
     assert plans
     for plan in plans:  # the dropped videos' plans, unreadable
