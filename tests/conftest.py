@@ -43,8 +43,13 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     together on short files instead of one worker finishing the longest files alone."""
     try:
         seconds: dict[str, float] = json.loads(DURATIONS.read_text())
-    except (OSError, ValueError):
+    except FileNotFoundError:
         return
+    except ValueError as exc:
+        raise pytest.UsageError(
+            f"{DURATIONS}: not JSON ({exc}); write it again with "
+            "./scripts/dev.sh test --record-durations"
+        ) from None
     default = statistics.median(seconds.values()) if seconds else 0.0
     first: dict[str, int] = {}
     for i, item in enumerate(items):

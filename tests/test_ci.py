@@ -85,6 +85,29 @@ def test_test_files_run_longest_first_by_their_recorded_seconds() -> None:
     assert mine[-1] == "test_a_quick_target"  # the last in this file stays last
 
 
+def test_a_durations_record_that_is_not_json_is_one_line_naming_it_and_the_fix(tmp_path) -> None:
+    """Guards the order's input: a spoiled ``tests/durations.json`` stops the run with its
+    name and how to write it again, instead of the files running in another order."""
+    import shutil
+
+    copy = tmp_path / "repo"
+    (copy / "tests").mkdir(parents=True)
+    shutil.copy(ROOT / "tests" / "conftest.py", copy / "tests" / "conftest.py")
+    (copy / "tests" / "durations.json").write_text('{"tests/test_x.py": 1.0,')
+    (copy / "tests" / "test_x.py").write_text("def test_x():\n    pass\n")
+    out = subprocess.run(
+        [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "tests/test_x.py"],
+        cwd=copy,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+    assert out.returncode == 4, out.stdout + out.stderr  # pytest's usage error
+    assert "tests/durations.json: not JSON" in out.stderr, out.stderr
+    assert "./scripts/dev.sh test --record-durations" in out.stderr, out.stderr
+
+
 def test_record_durations_writes_each_files_seconds_from_every_worker(tmp_path) -> None:
     """``--record-durations PATH`` (what ``./scripts/dev.sh test --record-durations``
     writes to ``tests/durations.json``) counts every test of every file, in a run in
