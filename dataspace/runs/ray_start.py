@@ -70,9 +70,10 @@ starts its API server even without the dashboard, and waits for it), no autoscal
 and sends no worker output to the driver (``log_to_driver`` is off), so a log monitor would
 only tail files. Without them a local start-up takes about half the time on a busy 2-core
 machine (``scripts/bench_ray_start.py``). Its dashboard agent runs as in Ray's minimal
-install (``--minimal``: no HTTP server, no metrics or log modules, about a third less CPU
-than the full one), as nothing queries it. A cluster joined at ``ray.address`` is the
-user's own and keeps all of its processes."""
+install (``--minimal``: no HTTP server, no metrics or log modules), as nothing queries it:
+the agent takes about a third less CPU, and the child no longer imports the dashboard's
+own dependencies to find out whether they are installed. A cluster joined at
+``ray.address`` is the user's own and keeps all of its processes."""
 # The child that starts a local instance: Ray's output goes to its stderr (a log file), the
 # address to its stdout; it keeps the instance until its stdin closes (this process exited).
 _HEAD_SCRIPT = """
