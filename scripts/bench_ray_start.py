@@ -10,8 +10,9 @@ It prints, per variant, the median over ``--repeat`` tries of:
 - CPU: the CPU time of the try's whole process tree (``RUSAGE_CHILDREN`` of this script).
 
 ``lean`` is what ``connect_ray`` starts (``ray_start.LEAN_HEAD_SKIPS``: no API server,
-autoscaler or log monitor); ``full`` is the same call with nothing skipped, as a plain
-``ray.init()`` would start. The variants alternate, so both see the same load.
+autoscaler or log monitor; ``LEAN_MINIMAL_AGENT``: a minimal dashboard agent); ``full`` is
+the same call with nothing skipped and the full agent, as a plain ``ray.init()`` would
+start. The variants alternate, so both see the same load.
 
     .venv/bin/python scripts/bench_ray_start.py [--repeat 5] [--cpus 2]
 """
@@ -35,6 +36,7 @@ import ray
 from dataspace.runs import ray_start
 if sys.argv[1] == "full":
     ray_start.LEAN_HEAD_SKIPS = ()
+    ray_start.LEAN_MINIMAL_AGENT = False
 t1 = time.monotonic()
 ray_start.connect_ray(num_cpus=int(sys.argv[2]))
 t2 = time.monotonic()

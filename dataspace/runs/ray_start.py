@@ -69,11 +69,13 @@ no-ops in its child). A run's own instance has no dashboard or job server to ser
 starts its API server even without the dashboard, and waits for it), no autoscaler to run,
 and sends no worker output to the driver (``log_to_driver`` is off), so a log monitor would
 only tail files. Without them a local start-up takes about half the time on a busy 2-core
-machine (``scripts/bench_ray_start.py``). Its dashboard agent runs as in Ray's minimal
-install (``--minimal``: no HTTP server, no metrics or log modules), as nothing queries it:
-the agent takes about a third less CPU, and the child no longer imports the dashboard's
-own dependencies to find out whether they are installed. A cluster joined at
-``ray.address`` is the user's own and keeps all of its processes."""
+machine (``scripts/bench_ray_start.py``). A cluster joined at ``ray.address`` is the
+user's own and keeps all of its processes."""
+LEAN_MINIMAL_AGENT = True
+"""The local instance's dashboard agent runs as in Ray's minimal install (``--minimal``: no
+HTTP server, no metrics or log modules), as nothing queries it: the agent takes about a
+third less CPU, and the starting child no longer imports the dashboard's own dependencies
+to find out whether they are installed."""
 # The child that starts a local instance: Ray's output goes to its stderr (a log file), the
 # address to its stdout; it keeps the instance until its stdin closes (this process exited).
 _HEAD_SCRIPT = """
@@ -85,8 +87,9 @@ from ray._private.node import Node
 for name in json.loads(sys.argv[3]):
     if hasattr(Node, name):
         setattr(Node, name, lambda self, **kw: None)
-import ray._private.utils
-ray._private.utils.get_dashboard_dependency_error = lambda: "no dashboard"  # agent: --minimal
+if sys.argv[4] == "minimal":  # the dashboard agent runs with --minimal
+    import ray._private.utils
+    ray._private.utils.get_dashboard_dependency_error = lambda: "no dashboard"
 ray.init(**json.loads(sys.argv[1]))
 out.write(sys.argv[2] + ray.get_runtime_context().gcs_address + "\\n")
 out.flush()
@@ -435,9 +438,10 @@ def _start_head(node: dict[str, Any], seconds: float, hide_env: frozenset[str]) 
     env = {k: v for k, v in os.environ.items() if k != "RAY_ADDRESS" and k not in hide_env}
     fd, log_path = tempfile.mkstemp(prefix="dataspace-ray-head-", suffix=".log")
     skips = json.dumps(LEAN_HEAD_SKIPS)
+    agent = "minimal" if LEAN_MINIMAL_AGENT else "full"
     with os.fdopen(fd, "wb") as log:
         proc = subprocess.Popen(
-            [sys.executable, "-c", _HEAD_SCRIPT, json.dumps(node), _HEAD_MARK, skips],
+            [sys.executable, "-c", _HEAD_SCRIPT, json.dumps(node), _HEAD_MARK, skips, agent],
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             stderr=log,
