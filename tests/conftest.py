@@ -67,17 +67,25 @@ def _file_of(nodeid: str) -> str:
 
 
 _recorded: collections.Counter[str] = collections.Counter()
+_recording = False
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    global _recording
+    # in a plain run, and in the controller of a pytest-xdist run (which sees every report);
+    # not in its workers (``workerinput``: the environment says nothing to a pytest started
+    # by a test that runs in a worker)
+    _recording = bool(config.getoption("--record-durations")) and not hasattr(config, "workerinput")
 
 
 def pytest_runtest_logreport(report: pytest.TestReport) -> None:
-    # in a plain run, and in the controller of a pytest-xdist run (which sees every report)
-    if not os.environ.get("PYTEST_XDIST_WORKER"):
+    if _recording:
         _recorded[_file_of(report.nodeid)] += report.duration
 
 
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     path = session.config.getoption("--record-durations")
-    if path and not os.environ.get("PYTEST_XDIST_WORKER") and _recorded:
+    if _recording and _recorded:
         data = {f: round(s, 1) for f, s in sorted(_recorded.items())}
         Path(path).write_text(json.dumps(data, indent=1) + "\n")
 
