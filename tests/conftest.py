@@ -101,7 +101,16 @@ def ray_ends_with_its_test_file(request: pytest.FixtureRequest):
     """Fails the test file that leaves Ray connected (an in-process run connects and stays
     connected): a later file of the same worker would find it, and its model limiters
     would become actors of an instance it never asked for. Ray is disconnected here, and
-    the local instance a file started is stopped, so each file starts its own."""
+    the local instance a file started is stopped, so each file starts its own.
+
+    Each file also starts with Ray's authentication settings read again from the
+    environment: a test that changed them (and had the change undone) leaves Ray holding
+    the old ones, and a plain ``ray.init`` would then start an instance that asks for a
+    token its own driver does not send."""
+    if "ray._raylet" in sys.modules:
+        from dataspace.runs.ray_start import reread_auth_settings
+
+        reread_auth_settings()
     yield
     ray = sys.modules.get("ray")
     connected = ray is not None and ray.is_initialized()

@@ -422,7 +422,15 @@ def _token_auth() -> None:
 
         os.environ["RAY_AUTH_MODE"] = "token"
         os.environ["RAY_AUTH_TOKEN"] = secrets.token_hex(32)
-    # read the environment again (as ``ray get-auth-token`` does)
+    reread_auth_settings()
+
+
+def reread_auth_settings() -> None:
+    """Make this process's Ray read its authentication settings from the environment again.
+
+    As ``ray get-auth-token`` does: Ray keeps what it read last, and an instance it starts
+    takes the environment as it is, so the two must agree before a start.
+    """
     from ray._raylet import AuthenticationTokenLoader, Config  # type: ignore[attr-defined]
 
     Config.initialize("")

@@ -285,3 +285,36 @@ def test_a_local_start_after_joining_a_cluster_without_authentication_sends_its_
     a task on it, instead of being refused by it."""
     out = _run_probe(_AUTH_PROBE)
     assert int(out.split("worker", 1)[1].split()[0]) > 0, out
+
+
+_STALE_AUTH_PROBE = """
+import json, os, ray
+from ray._private.authentication.authentication_utils import is_token_auth_enabled
+from dataspace.runs.ray_start import reread_auth_settings
+saved = {k: os.environ.pop(k) for k in ("RAY_AUTH_MODE", "RAY_AUTH_TOKEN")}
+reread_auth_settings()  # Ray reads the settings while a test has them removed
+os.environ.update(saved)  # the test's change undone: Ray still holds what it read
+stale = is_token_auth_enabled()
+reread_auth_settings()
+fresh = is_token_auth_enabled()
+ray.init(num_cpus=1, include_dashboard=False, log_to_driver=False, configure_logging=False)
+worker = ray.get(ray.remote(num_cpus=0.5)(lambda: os.getpid()).remote(), timeout=120)
+ray.shutdown()
+print(json.dumps({"stale": stale, "fresh": fresh, "worker": worker}))
+"""
+
+
+def test_a_plain_ray_init_after_the_settings_are_read_again_sends_the_token():
+    """Guards reread_auth_settings (each test file starts with it, ``tests/conftest.py``):
+    after Ray read its authentication settings while the environment had none, it holds
+    "no token" though the environment asks for one again; read again, a plain ``ray.init``
+    starts an instance whose driver sends the token (stale, it failed to start the GCS)."""
+    import secrets
+
+    script = (
+        f"import os\nos.environ['RAY_AUTH_MODE'] = 'token'\n"
+        f"os.environ['RAY_AUTH_TOKEN'] = '{secrets.token_hex(32)}'\n" + _STALE_AUTH_PROBE
+    )
+    seen = json.loads(_run_probe(script).strip().splitlines()[-1])
+    assert seen["stale"] is False and seen["fresh"] is True
+    assert seen["worker"] > 0
