@@ -67,27 +67,27 @@ def _file_of(nodeid: str) -> str:
 
 
 _recorded: collections.Counter[str] = collections.Counter()
-_recording = False
+_record_to: str | None = None  # where --record-durations writes (None: not recording here)
 
 
 def pytest_configure(config: pytest.Config) -> None:
-    global _recording
+    global _record_to
     # in a plain run, and in the controller of a pytest-xdist run (which sees every report);
     # not in its workers (``workerinput``: the environment says nothing to a pytest started
     # by a test that runs in a worker)
-    _recording = bool(config.getoption("--record-durations")) and not hasattr(config, "workerinput")
+    if not hasattr(config, "workerinput"):
+        _record_to = config.getoption("--record-durations")
 
 
 def pytest_runtest_logreport(report: pytest.TestReport) -> None:
-    if _recording:
+    if _record_to:
         _recorded[_file_of(report.nodeid)] += report.duration
 
 
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
-    path = session.config.getoption("--record-durations")
-    if _recording and _recorded:
+    if _record_to and _recorded:
         data = {f: round(s, 1) for f, s in sorted(_recorded.items())}
-        Path(path).write_text(json.dumps(data, indent=1) + "\n")
+        Path(_record_to).write_text(json.dumps(data, indent=1) + "\n")
 
 
 def _session_root(tmp_path_factory: pytest.TempPathFactory) -> Path:

@@ -55,10 +55,10 @@ def test_the_set_up_leaves_every_project_module_compiled() -> None:
     assert out.returncode == 0, out.stdout + out.stderr
 
 
-def _pytest(*args: str) -> subprocess.CompletedProcess[str]:
+def _pytest(*args: str, cwd: Path = ROOT) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
         [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", *args],
-        cwd=ROOT,
+        cwd=cwd,
         capture_output=True,
         text=True,
         timeout=300,
@@ -95,14 +95,7 @@ def test_a_durations_record_that_is_not_json_is_one_line_naming_it_and_the_fix(t
     shutil.copy(ROOT / "tests" / "conftest.py", copy / "tests" / "conftest.py")
     (copy / "tests" / "durations.json").write_text('{"tests/test_x.py": 1.0,')
     (copy / "tests" / "test_x.py").write_text("def test_x():\n    pass\n")
-    out = subprocess.run(
-        [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "tests/test_x.py"],
-        cwd=copy,
-        capture_output=True,
-        text=True,
-        timeout=300,
-        check=False,
-    )
+    out = _pytest("tests/test_x.py", cwd=copy)
     assert out.returncode == 4, out.stdout + out.stderr  # pytest's usage error
     assert "tests/durations.json: not JSON" in out.stderr, out.stderr
     assert "./scripts/dev.sh test --record-durations" in out.stderr, out.stderr
