@@ -131,7 +131,7 @@ def test_the_cluster_image_shows_the_agent_what_a_container_shows(
     the same Debian release, tools, Python packages and workbench files."""
     try:
         cluster = DockerBackend(image=CLUSTER_IMAGE, sweep=False)
-        cluster.runtime_identity({}, None)
+        DockerBackend.runtime_identity({}, CLUSTER_IMAGE)  # the image itself, not the default
     except SandboxError as exc:
         pytest.skip(f"no cluster image here (images/build.sh --runtime-only builds it): {exc}")
     with cluster.create(SandboxSpec(workspace=workspace)) as box:
