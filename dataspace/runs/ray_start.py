@@ -71,11 +71,27 @@ and sends no worker output to the driver (``log_to_driver`` is off), so a log mo
 only tail files. Without them a local start-up takes about half the time on a busy 2-core
 machine (``scripts/bench_ray_start.py``). A cluster joined at ``ray.address`` is the
 user's own and keeps all of its processes."""
-LEAN_MINIMAL_AGENT = True
-"""The local instance's dashboard agent runs as in Ray's minimal install (``--minimal``: no
-HTTP server, no metrics or log modules), as nothing queries it: the agent takes about a
-third less CPU, and the starting child no longer imports the dashboard's own dependencies
-to find out whether they are installed."""
+LEAN_AGENT = "stub"
+"""The local instance's dashboard agent: ``"stub"``, a shell in its place; ``"minimal"``,
+Ray's agent as in its minimal install (``--minimal``); ``"full"``, Ray's whole agent.
+
+Nothing queries the agent of a run's own instance (it has no dashboard or API server, and
+DataSpace uses no state or metrics API). Ray's minimal agent serves nothing either: it
+writes -1 ("not in use") as its metrics and HTTP ports, which the raylet waits for, and
+watches the raylet. The stub does just that (:data:`_AGENT_STUB`): it writes the three port
+files as Ray's own ``persist_port`` does (a temporary file renamed) and exits when the
+raylet closes the pipe it holds as the agent's stdin (also when the raylet is killed).
+Ray's minimal agent is a Python process of about 1 CPU second; the stub costs next to
+nothing, and the starting child no longer imports the dashboard's own dependencies to find
+out whether they are installed (``scripts/bench_ray_start.py`` shows all three)."""
+_AGENT_STUB = """
+for a; do case $a in --node-id=*) n=${a#*=};; --session-dir=*) d=${a#*=};; esac; done
+for p in metrics_agent_port metrics_export_port dashboard_agent_listen_port; do
+    printf %s -1 > "$d/.$p.$n" && mv "$d/.$p.$n" "$d/${p}_$n" || exit 1
+done
+while read -r _; do :; done
+"""
+
 # The child that starts a local instance: Ray's output goes to its stderr (a log file), the
 # address to its stdout; it keeps the instance until its stdin closes (this process exited).
 _HEAD_SCRIPT = """
@@ -87,10 +103,20 @@ from ray._private.node import Node
 for name in json.loads(sys.argv[3]):
     if hasattr(Node, name):
         setattr(Node, name, lambda self, **kw: None)
-if sys.argv[4] == "minimal":  # the dashboard agent runs with --minimal
+node = json.loads(sys.argv[1])
+if sys.argv[4] != "full":  # no dashboard dependencies to look for
     import ray._private.utils
     ray._private.utils.get_dashboard_dependency_error = lambda: "no dashboard"
-ray.init(**json.loads(sys.argv[1]))
+import ray._private.services as services
+python_command = getattr(services, "_build_python_executable_command_memory_profileable", None)
+if sys.argv[4] == "stub" and python_command is not None:  # the agent's command: the stub
+    from ray._private.ray_constants import PROCESS_TYPE_DASHBOARD_AGENT
+    def agent_or_python(kind, session_dir, unbuffered=True):
+        if kind == PROCESS_TYPE_DASHBOARD_AGENT:  # the agent's arguments follow: $1, $2 ...
+            return ["/bin/sh", "-c", sys.argv[5], "dashboard-agent"]
+        return python_command(kind, session_dir, unbuffered)
+    services._build_python_executable_command_memory_profileable = agent_or_python
+ray.init(**node)
 out.write(sys.argv[2] + ray.get_runtime_context().gcs_address + "\\n")
 out.flush()
 sys.stdin.read()
@@ -446,10 +472,10 @@ def _start_head(node: dict[str, Any], seconds: float, hide_env: frozenset[str]) 
     env = {k: v for k, v in os.environ.items() if k != "RAY_ADDRESS" and k not in hide_env}
     fd, log_path = tempfile.mkstemp(prefix="dataspace-ray-head-", suffix=".log")
     skips = json.dumps(LEAN_HEAD_SKIPS)
-    agent = "minimal" if LEAN_MINIMAL_AGENT else "full"
+    argv = [json.dumps(node), _HEAD_MARK, skips, LEAN_AGENT, _AGENT_STUB]
     with os.fdopen(fd, "wb") as log:
         proc = subprocess.Popen(
-            [sys.executable, "-c", _HEAD_SCRIPT, json.dumps(node), _HEAD_MARK, skips, agent],
+            [sys.executable, "-c", _HEAD_SCRIPT, *argv],
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             stderr=log,

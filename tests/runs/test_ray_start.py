@@ -188,34 +188,59 @@ def _run_probe(script: str) -> str:
 
 
 _LEAN_PROBE = """
-import json, os, ray
+import glob, json, os, signal, sys, time, ray
 from dataspace.runs import ray_start
 ray_start.connect_ray(num_cpus=1)
-procs = []
-for pid in ray_start._descendants(ray_start._head.proc.pid):
+head = ray_start._head
+
+
+def cmdline(pid):
     try:
         with open(f"/proc/{pid}/cmdline", "rb") as fh:
-            procs.append(fh.read().replace(b"\\0", b" ").decode())
+            return fh.read().replace(b"\\0", b" ").decode()
     except OSError:
-        pass
+        return None
+
+
+procs = {pid: cmdline(pid) for pid in ray_start._descendants(head.proc.pid)}
 task = ray.remote(num_cpus=0.5)(lambda: os.getpid())
-print(json.dumps({"procs": procs, "worker": ray.get(task.remote(), timeout=120)}))
+worker = ray.get(task.remote(), timeout=120)
+session = ray._private.worker._global_node.get_session_dir_path()
+ports = {os.path.basename(f): open(f).read() for f in glob.glob(f"{session}/*_port_*")}
+# the raylet is killed: the agent's stand-in ends with it
+stub = [p for p, c in procs.items() if c and c.startswith("/bin/sh -c")]
+raylet = [p for p, c in procs.items() if c and c.split()[0].endswith("/raylet")]
+os.kill(raylet[0], signal.SIGKILL)
+deadline = time.monotonic() + 30
+while stub and cmdline(stub[0]) is not None and time.monotonic() < deadline:
+    time.sleep(0.05)
+print(json.dumps({"procs": [c for c in procs.values() if c], "worker": worker, "ports": ports,
+                  "stub_left": bool(stub) and cmdline(stub[0]) is not None}))
+sys.stdout.flush()
+ray_start._kill_tree(head.proc)
+os._exit(0)
 """
 
 
 def test_a_local_instance_starts_without_dashboard_autoscaler_or_log_monitor():
     """Guards the lean local start: the run's own instance has its GCS and raylet and runs
-    tasks, and no dashboard (API) server, autoscaler monitor or log monitor process; its
-    dashboard agent is the minimal one."""
+    tasks, and no dashboard (API) server, autoscaler monitor or log monitor process. Its
+    dashboard agent is the stand-in shell, which wrote the ports Ray's minimal agent writes
+    (-1: not in use) and ends when the raylet is killed."""
     seen = json.loads(_run_probe(_LEAN_PROBE).strip().splitlines()[-1])
     procs = seen["procs"]
     assert seen["worker"] > 0
     assert any("gcs_server" in c for c in procs), procs
-    assert any("/raylet" in c for c in procs), procs
+    raylet = next(c.split()[0] for c in procs if c.split()[0].endswith("/raylet"))
     for absent in ("dashboard/dashboard.py", "autoscaler/_private/monitor.py", "log_monitor.py"):
         assert not any(absent in c for c in procs), (absent, procs)
-    agents = [c for c in procs if "dashboard/agent.py" in c]
-    assert len(agents) == 1 and "--minimal" in agents[0].split(), procs
+    agents = [c for c in procs if "dashboard/agent.py" in c and not c.startswith(raylet)]
+    assert len(agents) == 1 and agents[0].startswith("/bin/sh -c "), procs
+    assert not any("python" in c.split()[0] for c in agents), agents
+    written = {name.rsplit("_", 1)[0]: value for name, value in seen["ports"].items()}
+    for name in ("metrics_agent_port", "metrics_export_port", "dashboard_agent_listen_port"):
+        assert written.get(name) == "-1", seen["ports"]
+    assert seen["stub_left"] is False
 
 
 _STOP_PROBE = """
