@@ -80,7 +80,7 @@ ensure_debian_root() {
             [[ "$(basename "$old")" == "$build" || "$(basename "$old")" == "$previous" ]] || rm -rf "$old"
         done
         # the workbench's manifest names the root's package versions
-        [[ -x "$root/python/bin/python" ]] && write_workbench_manifest "$root"
+        if [[ -x "$root/python/bin/python" ]]; then write_workbench_manifest "$root"; fi
     ) 9> "$root/.root-lock"
 }
 

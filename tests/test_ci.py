@@ -55,6 +55,49 @@ def test_the_set_up_leaves_every_project_module_compiled() -> None:
     assert out.returncode == 0, out.stdout + out.stderr
 
 
+def test_a_fresh_machines_first_set_up_goes_on_past_the_debian_root(tmp_path) -> None:
+    """Guards the first set-up on a new machine: the Debian root is made before the
+    workbench exists, and the step must end well (under ``set -e``) and let the set-up go
+    on, instead of stopping it without a word. ``ensure_debian_root`` runs as dev.sh
+    defines it, with a stand-in ``debootstrap`` and ``id`` (root) on PATH and an empty
+    runtime root."""
+    script = (ROOT / "scripts" / "dev.sh").read_text()
+    functions = [
+        script[
+            script.index(f"\n{name}() {{") : script.index("\n}\n", script.index(f"\n{name}() {{"))
+            + 3
+        ]
+        for name in ("debian_root_packages", "write_workbench_manifest", "ensure_debian_root")
+    ]
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    (bin_dir / "debootstrap").write_text('#!/bin/sh\nmkdir -p "$4/var/cache/apt/archives"\n')
+    (bin_dir / "id").write_text("#!/bin/sh\necho 0\n")
+    for tool in bin_dir.iterdir():
+        tool.chmod(0o755)
+    runtime = tmp_path / "runtime"
+    out = subprocess.run(
+        [
+            "bash",
+            "-c",
+            "set -euo pipefail\n" + "".join(functions) + "\nensure_debian_root\necho went on",
+        ],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+        env={
+            **os.environ,
+            "PATH": f"{bin_dir}:{os.environ['PATH']}",
+            "DATASPACE_RUNTIME_ROOT": str(runtime),
+        },
+    )
+    assert out.returncode == 0 and out.stdout.strip() == "went on", out.stdout + out.stderr
+    assert (runtime / "root" / ".stamp").is_file()
+    assert not (runtime / "python").exists()  # no workbench yet: no manifest was written
+
+
 def _pytest(*args: str, cwd: Path = ROOT) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
         [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", *args],
