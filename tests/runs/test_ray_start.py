@@ -214,8 +214,8 @@ os.kill(raylet[0], signal.SIGKILL)
 deadline = time.monotonic() + 30
 while stub and cmdline(stub[0]) is not None and time.monotonic() < deadline:
     time.sleep(0.05)
-print(json.dumps({"procs": [c for c in procs.values() if c], "worker": worker, "ports": ports,
-                  "stub_left": bool(stub) and cmdline(stub[0]) is not None}))
+print("SEEN", json.dumps({"procs": [c for c in procs.values() if c], "worker": worker,
+      "ports": ports, "stub_left": bool(stub) and cmdline(stub[0]) is not None}))
 sys.stdout.flush()
 ray_start._kill_tree(head.proc)
 os._exit(0)
@@ -227,7 +227,8 @@ def test_a_local_instance_starts_without_dashboard_autoscaler_or_log_monitor():
     tasks, and no dashboard (API) server, autoscaler monitor or log monitor process. Its
     dashboard agent is the stand-in shell, which wrote the ports Ray's minimal agent writes
     (-1: not in use) and ends when the raylet is killed."""
-    seen = json.loads(_run_probe(_LEAN_PROBE).strip().splitlines()[-1])
+    out = _run_probe(_LEAN_PROBE)  # Ray may write lines of its own once the raylet is killed
+    seen = json.loads(next(ln[5:] for ln in out.splitlines() if ln.startswith("SEEN ")))
     procs = seen["procs"]
     assert seen["worker"] > 0
     assert any("gcs_server" in c for c in procs), procs
