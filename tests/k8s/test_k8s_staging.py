@@ -165,3 +165,66 @@ def test_without_a_claim_or_with_stream_the_workspace_is_streamed(
     with backend.create(SandboxSpec(workspace=workspace, limits=limits)) as sandbox:
         assert sandbox.info()["staging"]["mode"] == "stream"  # type: ignore[index]
         assert _stage_bytes(fake, sandbox.name)[0] == 1
+
+
+def test_the_stage_answer_is_in_the_pipe_before_the_marker_ends_the_init_container(
+    tmp_path: Path,
+) -> None:
+    """Guards: ``stage`` wrote its marker before its answer. ``stage-wait``, PID 1 of the
+    init container, then exited, the kernel killed the exec with its PID namespace, and a
+    start under load failed ``staging`` (exit 137, no answer). Here the answer cannot leave
+    (stdout is a full pipe): the marker must not appear until it has."""
+    import io
+    import os
+    import subprocess
+    import tarfile
+
+    from dataspace.sandbox.kubernetes._exec import encode_args, helper_argv, parse_frame
+
+    root = tmp_path / "root"
+    (root / "stage").mkdir(parents=True)
+    (root / "workspace").mkdir()
+    buf = io.BytesIO()
+    with tarfile.open(fileobj=buf, mode="w") as tar:
+        body = b"id\n1\n"
+        info = tarfile.TarInfo("data.csv")
+        info.size = len(body)
+        tar.addfile(info, io.BytesIO(body))
+    data = buf.getvalue()
+    read_end, write_end = os.pipe()
+    os.set_blocking(write_end, False)
+    filler = 0
+    for size in (4096, 1):  # full to the last byte
+        while True:
+            try:
+                filler += os.write(write_end, b"x" * size)
+            except BlockingIOError:
+                break
+    os.set_blocking(write_end, True)
+    env = {"PATH": os.environ["PATH"], "DS_SANDBOX_ROOT": str(root)}
+    argv = [*helper_argv(sys.executable), "stage", encode_args({"size": len(data)})]
+    proc = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=write_end, env=env)
+    os.close(write_end)
+    try:
+        assert proc.stdin is not None
+        proc.stdin.write(data)
+        proc.stdin.close()
+        unpacked = root / "workspace" / "data.csv"
+        end = time.monotonic() + 30
+        while not unpacked.exists() and time.monotonic() < end:
+            time.sleep(0.01)
+        assert unpacked.read_bytes() == b"id\n1\n"
+        time.sleep(0.5)  # the helper is blocked writing its answer
+        assert proc.poll() is None
+        assert not (root / "stage" / "staged").exists(), "marker before the answer"
+        out = bytearray()
+        with os.fdopen(read_end, "rb") as reader:
+            while chunk := reader.read(65536):
+                out += chunk
+        assert proc.wait(timeout=30) == 0
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    frame = parse_frame(bytes(out[filler:]))
+    assert frame is not None and frame[0] == {"ok": True, "files": 1, "bytes": 5}
+    assert (root / "stage" / "staged").read_text() == "1 5\n"

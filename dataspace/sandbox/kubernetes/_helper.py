@@ -14,8 +14,9 @@ needed (the exec protocol v4 has none).
 Operations:
     ``init``        PID 1 of the sandbox container: reaps orphans, exits on SIGTERM.
     ``stage-wait``  PID 1 of the staging init container: exits 0 once ``stage`` has put
-                    the workspace in place (a marker in the init container's own
-                    ``/stage`` folder, never visible to the sandbox) or 1 after its timeout.
+                    the workspace in place and answered (a marker in the init container's
+                    own ``/stage`` folder, never visible to the sandbox) or 1 after its
+                    timeout.
     ``stage``       read a tar from stdin and unpack it into the workspace folder safely
                     (regular files and folders only, no absolute paths, no ``..``).
     ``run``         run a command with a timeout, a clean environment (nothing the kubelet
@@ -169,9 +170,13 @@ def op_stage(args):
         for name in dirs:
             with contextlib.suppress(OSError):
                 os.chmod(os.path.join(base, name), 0o555)
-    with open(host(STAGED_MARKER), "w") as handle:
+    # the answer goes out before the marker appears: once it does, ``stage-wait`` (PID 1 of
+    # this container's PID namespace) exits and the kernel kills this exec with it
+    marker = host(STAGED_MARKER)
+    with open(marker + ".part", "w") as handle:
         handle.write(f"{files} {size}\n")
     emit({"ok": True, "files": files, "bytes": size})
+    os.rename(marker + ".part", marker)
     return 0
 
 
