@@ -61,14 +61,9 @@ def test_a_fresh_machines_first_set_up_goes_on_past_the_debian_root(tmp_path) ->
     on, instead of stopping it without a word. ``ensure_debian_root`` runs as dev.sh
     defines it, with a stand-in ``debootstrap`` and ``id`` (root) on PATH and an empty
     runtime root."""
-    script = (ROOT / "scripts" / "dev.sh").read_text()
-    functions = [
-        script[
-            script.index(f"\n{name}() {{") : script.index("\n}\n", script.index(f"\n{name}() {{"))
-            + 3
-        ]
-        for name in ("debian_root_packages", "write_workbench_manifest", "ensure_debian_root")
-    ]
+    functions = _dev_functions(
+        "debian_root_packages", "write_workbench_manifest", "ensure_debian_root"
+    )
     bin_dir = tmp_path / "bin"
     bin_dir.mkdir()
     (bin_dir / "debootstrap").write_text('#!/bin/sh\nmkdir -p "$4/var/cache/apt/archives"\n')
@@ -80,7 +75,7 @@ def test_a_fresh_machines_first_set_up_goes_on_past_the_debian_root(tmp_path) ->
         [
             "bash",
             "-c",
-            "set -euo pipefail\n" + "".join(functions) + "\nensure_debian_root\necho went on",
+            "set -euo pipefail\n" + functions + "\nensure_debian_root\necho went on",
         ],
         cwd=ROOT,
         capture_output=True,
@@ -96,6 +91,64 @@ def test_a_fresh_machines_first_set_up_goes_on_past_the_debian_root(tmp_path) ->
     assert out.returncode == 0 and out.stdout.strip() == "went on", out.stdout + out.stderr
     assert (runtime / "root" / ".stamp").is_file()
     assert not (runtime / "python").exists()  # no workbench yet: no manifest was written
+
+
+def _dev_functions(*names: str) -> str:
+    """Functions of ``scripts/dev.sh``, as it defines them."""
+    script = (ROOT / "scripts" / "dev.sh").read_text()
+    out = []
+    for name in names:
+        start = script.index(f"\n{name}() {{")
+        out.append(script[start : script.index("\n}\n", start) + 3])
+    return "".join(out)
+
+
+@pytest.mark.parametrize("uv", ["installs", "cannot-be-installed"])
+def test_the_venv_is_installed_with_uv_or_else_with_pip(tmp_path, uv) -> None:
+    """``ensure_venv`` installs the pins with uv; where uv itself cannot be installed it
+    says so and installs the same pins with pip, and the set-up goes on. A stand-in
+    ``.venv/bin/python`` records what it is asked to do."""
+    (tmp_path / "pyproject.toml").write_text((ROOT / "pyproject.toml").read_text())
+    (tmp_path / "constraints.txt").write_text((ROOT / "constraints.txt").read_text())
+    venv_bin = tmp_path / ".venv" / "bin"
+    venv_bin.mkdir(parents=True)
+    fail = 'case "$*" in *" -c constraints.txt uv") exit 1;; esac\n'
+    (venv_bin / "python").write_text(
+        '#!/bin/sh\necho "$*" >> "$(dirname "$0")/../../calls"\n'
+        + (fail if uv == "cannot-be-installed" else "")
+    )
+    (venv_bin / "python").chmod(0o755)
+    out = subprocess.run(
+        [
+            "bash",
+            "-c",
+            "set -euo pipefail\n"
+            + _dev_functions("python_bin", "ensure_venv")
+            + "\nensure_venv\necho went on",
+        ],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert out.returncode == 0 and out.stdout.strip() == "went on", out.stdout + out.stderr
+    calls = (tmp_path / "calls").read_text().splitlines()
+    assert calls[0] == "-m pip install -q --disable-pip-version-check -c constraints.txt uv"
+    if uv == "installs":
+        assert calls[1:] == [
+            "-m uv pip install -q --python .venv/bin/python --compile-bytecode"
+            " -c constraints.txt -e .[dev]"
+        ]
+        assert "warning" not in out.stderr
+    else:
+        assert calls[1:] == [
+            "-m pip install -q --disable-pip-version-check -c constraints.txt -e .[dev]"
+        ]
+        assert "warning: installing with uv failed (above); installing with pip" in out.stderr
+    assert (tmp_path / ".venv" / ".dataspace-stamp").is_file()
+    # the pin uv is installed at is in the constraints
+    assert "uv==" in (ROOT / "constraints.txt").read_text()
 
 
 def _pytest(*args: str, cwd: Path = ROOT) -> subprocess.CompletedProcess[str]:
