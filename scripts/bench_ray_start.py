@@ -12,7 +12,8 @@ It prints, per variant, the median over ``--repeat`` tries of:
   raylet started and the stop kills is never waited for, so ``RUSAGE_CHILDREN`` misses it.
 
 ``lean`` is what ``connect_ray`` starts (``ray_start.LEAN_HEAD_SKIPS``: no API server,
-autoscaler or log monitor; ``LEAN_AGENT``: a stub in place of the dashboard agent);
+autoscaler or log monitor; ``LEAN_AGENT``: stubs in place of the dashboard agent and of the
+runtime-env agent);
 ``minimal`` is the same with Ray's minimal dashboard agent; ``full`` is the same call with
 nothing skipped and the full agent, as a plain ``ray.init()`` would start. The variants
 alternate, so all see the same load.

@@ -83,14 +83,35 @@ files as Ray's own ``persist_port`` does (a temporary file renamed) and exits wh
 raylet closes the pipe it holds as the agent's stdin (also when the raylet is killed).
 Ray's minimal agent is a Python process of about 1 CPU second; the stub costs next to
 nothing, and the starting child no longer imports the dashboard's own dependencies to find
-out whether they are installed (``scripts/bench_ray_start.py`` shows all three)."""
-_AGENT_STUB = """
-for a; do case $a in --node-id=*) n=${a#*=};; --session-dir=*) d=${a#*=};; esac; done
-for p in metrics_agent_port metrics_export_port dashboard_agent_listen_port; do
-    printf %s -1 > "$d/.$p.$n" && mv "$d/.$p.$n" "$d/${p}_$n" || exit 1
+out whether they are installed (``scripts/bench_ray_start.py`` shows all three).
+
+With ``"stub"`` the raylet's runtime-env agent is a shell too, unless the driver asks for a
+``runtime_env`` (or a ``job_config``): the raylet asks that agent for nothing else, and
+DataSpace asks for no runtime environment (a key in one would be written to Ray's logs).
+The stand-in writes -1 as the agent's port; a runtime environment asked of such an instance
+would end its raylet (after 30 s), so :func:`connect_ray` starts one with Ray's agent for a
+driver that asks for one."""
+
+
+def _agent_stub(*ports: str) -> str:
+    """A shell that stands in for a Ray agent.
+
+    It writes -1 as each of ``ports``, as Ray's own ``persist_port`` writes a port (a
+    temporary file renamed), then waits for the raylet to close its stdin.
+    """
+    return f"""
+for a; do case $a in --node-id=*) n=${{a#*=}};; --session-dir=*) d=${{a#*=}};; esac; done
+for p in {" ".join(ports)}; do
+    printf %s -1 > "$d/.$p.$n" && mv "$d/.$p.$n" "$d/${{p}}_$n" || exit 1
 done
 while read -r _; do :; done
 """
+
+
+_AGENT_STUB = _agent_stub(
+    "metrics_agent_port", "metrics_export_port", "dashboard_agent_listen_port"
+)
+_RUNTIME_ENV_AGENT_STUB = _agent_stub("runtime_env_agent_port")
 
 # The child that starts a local instance: Ray's output goes to its stderr (a log file), the
 # address to its stdout; it keeps the instance until its stdin closes (this process exited).
@@ -110,10 +131,13 @@ if sys.argv[4] != "full":  # no dashboard dependencies to look for
 import ray._private.services as services
 python_command = getattr(services, "_build_python_executable_command_memory_profileable", None)
 if sys.argv[4] == "stub" and python_command is not None:  # the agent's command: the stub
-    from ray._private.ray_constants import PROCESS_TYPE_DASHBOARD_AGENT
+    from ray._private.ray_constants import PROCESS_TYPE_DASHBOARD_AGENT as DASHBOARD
+    from ray._private.ray_constants import PROCESS_TYPE_RUNTIME_ENV_AGENT as RUNTIME_ENV
     def agent_or_python(kind, session_dir, unbuffered=True):
-        if kind == PROCESS_TYPE_DASHBOARD_AGENT:  # the agent's arguments follow: $1, $2 ...
+        if kind == DASHBOARD:  # the agent's arguments follow: $1, $2 ...
             return ["/bin/sh", "-c", sys.argv[5], "dashboard-agent"]
+        if kind == RUNTIME_ENV and sys.argv[6]:
+            return ["/bin/sh", "-c", sys.argv[6], "runtime-env-agent"]
         return python_command(kind, session_dir, unbuffered)
     services._build_python_executable_command_memory_profileable = agent_or_python
 ray.init(**node)
@@ -345,7 +369,10 @@ def connect_ray(
     if num_cpus is not None:
         node["num_cpus"] = max(1, int(num_cpus))
     node.update({k: v for k, v in extra.items() if k not in _DRIVER_KWARGS})
-    head = _local_head(node, resolve_start_timeout(start_timeout), frozenset(hide_env))
+    runtime_envs = "runtime_env" in driver or "job_config" in driver
+    head = _local_head(
+        node, resolve_start_timeout(start_timeout), frozenset(hide_env), runtime_envs
+    )
     _init(head.address, driver, what="cannot join the local Ray instance it started")
     return True
 
@@ -391,6 +418,7 @@ class _Head:
     proc: subprocess.Popen[bytes]
     address: str
     log_path: str
+    runtime_envs: bool  # it runs Ray's runtime-env agent (a stand-in cannot make one)
     stopped: bool = False  # by stop_local_ray: its process id may be another's by now
 
     def alive(self) -> bool:
@@ -401,17 +429,25 @@ _head: _Head | None = None
 _head_lock = threading.Lock()
 
 
-def _local_head(node: dict[str, Any], seconds: float, hide_env: frozenset[str]) -> _Head:
-    """The local instance of this process: the running one, else a new one (two tries)."""
+def _local_head(
+    node: dict[str, Any], seconds: float, hide_env: frozenset[str], runtime_envs: bool
+) -> _Head:
+    """The local instance of this process: the running one, else a new one (two tries).
+
+    A driver that asks for runtime environments gets an instance with Ray's runtime-env
+    agent: one started without it is stopped first.
+    """
     global _head
     with _head_lock:
         _token_auth()
         if _head is not None and _head.alive():
-            return _head
+            if _head.runtime_envs or not runtime_envs:
+                return _head
+            _stop_head(_head)
         problems: list[str] = []
         for n in range(1, START_TRIES + 1):
             try:
-                _head = _start_head(node, seconds, hide_env)
+                _head = _start_head(node, seconds, hide_env, runtime_envs)
             except _StartFailed as exc:
                 problems.append(str(exc))
                 logger.warning("ray: local start-up try %d of %d failed: %s", n, START_TRIES, exc)
@@ -463,7 +499,9 @@ def reread_auth_settings() -> None:
     AuthenticationTokenLoader.instance().reset_cache()
 
 
-def _start_head(node: dict[str, Any], seconds: float, hide_env: frozenset[str]) -> _Head:
+def _start_head(
+    node: dict[str, Any], seconds: float, hide_env: frozenset[str], runtime_envs: bool
+) -> _Head:
     """Start one local instance; on any failure kill everything it started.
 
     Its environment is this process's without ``RAY_ADDRESS`` and without ``hide_env``:
@@ -472,7 +510,9 @@ def _start_head(node: dict[str, Any], seconds: float, hide_env: frozenset[str]) 
     env = {k: v for k, v in os.environ.items() if k != "RAY_ADDRESS" and k not in hide_env}
     fd, log_path = tempfile.mkstemp(prefix="dataspace-ray-head-", suffix=".log")
     skips = json.dumps(LEAN_HEAD_SKIPS)
-    argv = [json.dumps(node), _HEAD_MARK, skips, LEAN_AGENT, _AGENT_STUB]
+    stub_runtime_envs = LEAN_AGENT == "stub" and not runtime_envs
+    runtime_env_stub = _RUNTIME_ENV_AGENT_STUB if stub_runtime_envs else ""
+    argv = [json.dumps(node), _HEAD_MARK, skips, LEAN_AGENT, _AGENT_STUB, runtime_env_stub]
     with os.fdopen(fd, "wb") as log:
         proc = subprocess.Popen(
             [sys.executable, "-c", _HEAD_SCRIPT, *argv],
@@ -486,14 +526,19 @@ def _start_head(node: dict[str, Any], seconds: float, hide_env: frozenset[str]) 
     lines: queue.Queue[str | None] = queue.Queue()
     threading.Thread(target=_pump, args=(proc.stdout, lines), daemon=True).start()
     try:
-        return _await_head(proc, lines, seconds, log_path)
+        return _await_head(proc, lines, seconds, log_path, runtime_envs=not stub_runtime_envs)
     except BaseException:  # Ctrl-C or SIGTERM meanwhile: leave nothing running
         _kill_tree(proc)
         raise
 
 
 def _await_head(
-    proc: subprocess.Popen[bytes], lines: queue.Queue[str | None], seconds: float, log_path: str
+    proc: subprocess.Popen[bytes],
+    lines: queue.Queue[str | None],
+    seconds: float,
+    log_path: str,
+    *,
+    runtime_envs: bool,
 ) -> _Head:
     deadline = time.monotonic() + seconds
     while True:
@@ -505,7 +550,7 @@ def _await_head(
         if line is not None and line.startswith(_HEAD_MARK):
             address = line[len(_HEAD_MARK) :].strip()
             logger.info("ray: local instance at %s (its log: %s)", address, log_path)
-            return _Head(proc=proc, address=address, log_path=log_path)
+            return _Head(proc=proc, address=address, log_path=log_path, runtime_envs=runtime_envs)
         if line is not None:
             logger.info("ray: %s", line.rstrip())
             continue

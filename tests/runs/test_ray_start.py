@@ -207,15 +207,16 @@ task = ray.remote(num_cpus=0.5)(lambda: os.getpid())
 worker = ray.get(task.remote(), timeout=120)
 session = ray._private.worker._global_node.get_session_dir_path()
 ports = {os.path.basename(f): open(f).read() for f in glob.glob(f"{session}/*_port_*")}
-# the raylet is killed: the agent's stand-in ends with it
-stub = [p for p, c in procs.items() if c and c.startswith("/bin/sh -c")]
+# the raylet is killed: the agents' stand-ins end with it
+stubs = [p for p, c in procs.items() if c and c.startswith("/bin/sh -c")]
 raylet = [p for p, c in procs.items() if c and c.split()[0].endswith("/raylet")]
 os.kill(raylet[0], signal.SIGKILL)
 deadline = time.monotonic() + 30
-while stub and cmdline(stub[0]) is not None and time.monotonic() < deadline:
+while any(cmdline(p) is not None for p in stubs) and time.monotonic() < deadline:
     time.sleep(0.05)
 print("SEEN", json.dumps({"procs": [c for c in procs.values() if c], "worker": worker,
-      "ports": ports, "stub_left": bool(stub) and cmdline(stub[0]) is not None}))
+      "ports": ports, "stubs": len(stubs),
+      "stub_left": any(cmdline(p) is not None for p in stubs)}))
 sys.stdout.flush()
 ray_start._kill_tree(head.proc)
 os._exit(0)
@@ -225,8 +226,9 @@ os._exit(0)
 def test_a_local_instance_starts_without_dashboard_autoscaler_or_log_monitor():
     """Guards the lean local start: the run's own instance has its GCS and raylet and runs
     tasks, and no dashboard (API) server, autoscaler monitor or log monitor process. Its
-    dashboard agent is the stand-in shell, which wrote the ports Ray's minimal agent writes
-    (-1: not in use) and ends when the raylet is killed."""
+    dashboard agent and its runtime-env agent are stand-in shells, which wrote the ports
+    Ray's minimal agent writes and the runtime-env agent's port (-1: not in use) and end
+    when the raylet is killed."""
     out = _run_probe(_LEAN_PROBE)  # Ray may write lines of its own once the raylet is killed
     seen = json.loads(next(ln[5:] for ln in out.splitlines() if ln.startswith("SEEN ")))
     procs = seen["procs"]
@@ -235,13 +237,44 @@ def test_a_local_instance_starts_without_dashboard_autoscaler_or_log_monitor():
     raylet = next(c.split()[0] for c in procs if c.split()[0].endswith("/raylet"))
     for absent in ("dashboard/dashboard.py", "autoscaler/_private/monitor.py", "log_monitor.py"):
         assert not any(absent in c for c in procs), (absent, procs)
-    agents = [c for c in procs if "dashboard/agent.py" in c and not c.startswith(raylet)]
-    assert len(agents) == 1 and agents[0].startswith("/bin/sh -c "), procs
-    assert not any("python" in c.split()[0] for c in agents), agents
+    for agent in ("dashboard/agent.py", "runtime_env/agent/main.py"):
+        agents = [c for c in procs if agent in c and not c.startswith(raylet)]
+        assert len(agents) == 1 and agents[0].startswith("/bin/sh -c "), procs
+        assert not any("python" in c.split()[0] for c in agents), agents
     written = {name.rsplit("_", 1)[0]: value for name, value in seen["ports"].items()}
-    for name in ("metrics_agent_port", "metrics_export_port", "dashboard_agent_listen_port"):
+    for name in (
+        "metrics_agent_port",
+        "metrics_export_port",
+        "dashboard_agent_listen_port",
+        "runtime_env_agent_port",
+    ):
         assert written.get(name) == "-1", seen["ports"]
-    assert seen["stub_left"] is False
+    assert seen["stubs"] == 2 and seen["stub_left"] is False
+
+
+_RUNTIME_ENV_PROBE = """
+import json, os, ray
+from dataspace.runs import ray_start
+ray_start.connect_ray(num_cpus=1)
+lean = ray_start._head
+ray.shutdown()  # the instance runs on; the next driver asks for a runtime environment
+ray_start.connect_ray(num_cpus=1, runtime_env={"env_vars": {"PROBE_VALUE": "seen"}})
+task = ray.remote(num_cpus=0.5)(lambda: os.environ.get("PROBE_VALUE"))
+print("SEEN", json.dumps({"value": ray.get(task.remote(), timeout=120),
+      "new_instance": ray_start._head is not lean, "lean_stopped": lean.proc.poll() is not None,
+      "agent": ray_start._head.runtime_envs}))
+ray_start.stop_local_ray()
+"""
+
+
+def test_a_driver_that_asks_for_a_runtime_environment_gets_rays_runtime_env_agent():
+    """Guards the runtime-env agent's stand-in: a runtime environment asked of an instance
+    without Ray's agent ends its raylet after 30 s. A driver that asks for one gets a new
+    instance with Ray's agent (the lean one it would have joined is stopped), and its task
+    sees the environment's variable."""
+    out = _run_probe(_RUNTIME_ENV_PROBE)
+    seen = json.loads(next(ln[5:] for ln in out.splitlines() if ln.startswith("SEEN ")))
+    assert seen == {"value": "seen", "new_instance": True, "lean_stopped": True, "agent": True}
 
 
 _STOP_PROBE = """
