@@ -269,11 +269,12 @@ ensure_harnesses
 case "$cmd" in
     demo) exec .venv/bin/dataspace demo "$@" ;;
     test)
-        # in worker processes (pytest-xdist), one test file per worker at a time: one worker
-        # more than cores, from 3 to 5 (many tests wait on a deadline or a held model call;
-        # a third worker on 2 cores fills that time), the files in the order tests/conftest.py
-        # gives them (longest first, from tests/durations.json), not xdist's by test count
-        workers=$(($(nproc) + 1)); ((workers < 3)) && workers=3; ((workers > 5)) && workers=5
+        # in worker processes (pytest-xdist), one test file per worker at a time: two workers
+        # more than cores, from 4 to 6 (many tests wait on a deadline, a held model call or a
+        # sandbox: with 3 workers 2 cores were busy about 1.7 of the time, and 4 took the
+        # suite from 678 s to 604 s), the files in the order tests/conftest.py gives them
+        # (longest first, from tests/durations.json), not xdist's by test count
+        workers=$(($(nproc) + 2)); ((workers < 4)) && workers=4; ((workers > 6)) && workers=6
         exec .venv/bin/python -m pytest -n "$workers" --dist loadfile --no-loadscope-reorder "$@" ;;
     shell) exec "$@" ;;
     *) echo "usage: scripts/dev.sh demo [--out DIR] | test [PYTEST ARGS] | shell CMD..." >&2; exit 2 ;;

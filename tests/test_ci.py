@@ -151,6 +151,21 @@ def test_the_venv_is_installed_with_uv_or_else_with_pip(tmp_path, uv) -> None:
     assert "uv==" in (ROOT / "constraints.txt").read_text()
 
 
+@pytest.mark.parametrize(("cores", "workers"), [(1, 4), (2, 4), (3, 5), (4, 6), (16, 6)])
+def test_the_suite_runs_two_workers_more_than_cores_from_4_to_6(cores, workers) -> None:
+    """The worker count ``dev.sh test`` computes, as it computes it, for a given ``nproc``."""
+    script = (ROOT / "scripts" / "dev.sh").read_text()
+    line = next(ln.strip() for ln in script.splitlines() if ln.strip().startswith("workers="))
+    out = subprocess.run(
+        ["bash", "-c", f'nproc() {{ echo {cores}; }}\n{line}\necho "$workers"'],
+        capture_output=True,
+        text=True,
+        timeout=30,
+        check=True,
+    )
+    assert out.stdout.strip() == str(workers)
+
+
 def _pytest(*args: str, cwd: Path = ROOT) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
         [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", *args],
