@@ -5,6 +5,11 @@ set -euo pipefail
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$here"
 
+pip_quietly() {
+    # a pip command, without this machine's notes about absent local package folders
+    "$@" 2> >(grep -v "is ignored: it is neither a file nor a directory" >&2)
+}
+
 python_bin() {
     for c in python3.11 python3; do
         if command -v "$c" >/dev/null 2>&1 && "$c" -c 'import sys; sys.exit(sys.version_info[:2] != (3, 11))'; then
@@ -113,9 +118,8 @@ ensure_workbench() {
         local build="python-$stamp"
         rm -rf "${root:?}/$build"
         /usr/bin/python3.11 -m venv "$root/$build"
-        "$root/$build/bin/python" -m pip install -q --disable-pip-version-check --no-deps \
-            -r images/runtime-requirements.txt \
-            2> >(grep -v "is ignored: it is neither a file nor a directory" >&2)
+        pip_quietly "$root/$build/bin/python" -m pip install -q --disable-pip-version-check \
+            --no-deps -r images/runtime-requirements.txt
         "$root/$build/bin/python" -m pip check >/dev/null
         chmod -R a+rX "$root/$build"
         local previous=""
@@ -161,9 +165,8 @@ ensure_smolagents() {
         [[ -f "$hroot/smolagents/.stamp" && "$(cat "$hroot/smolagents/.stamp")" == "$stamp" ]] && exit 0
         local build="smolagents-$stamp"
         rm -rf "${hroot:?}/$build"
-        "$root/python/bin/python" -m pip install -q --disable-pip-version-check --no-deps \
-            --target "$hroot/$build/site" -r images/smolagents-requirements.txt \
-            2> >(grep -v "is ignored: it is neither a file nor a directory" >&2)
+        pip_quietly "$root/python/bin/python" -m pip install -q --disable-pip-version-check \
+            --no-deps --target "$hroot/$build/site" -r images/smolagents-requirements.txt
         PYTHONPATH="$hroot/$build/site" "$root/python/bin/python" -c \
             'import smolagents, openai, yaml; print(smolagents.__version__)' > "$hroot/$build/VERSION"
         echo "$stamp" > "$hroot/$build/.stamp"
@@ -227,16 +230,13 @@ ensure_venv() {
         echo "installing the project into .venv (first run takes about half a minute)" >&2
         # uv (pinned in constraints.txt) installs the same pins as pip in a third of the time
         # and compiles them to bytecode on every core; pip installs where uv is not to be had
-        # (the filter drops this machine's notes about absent local package folders)
-        if .venv/bin/python -m pip install -q --disable-pip-version-check -c constraints.txt uv \
-                2> >(grep -v "is ignored: it is neither a file nor a directory" >&2) \
-            && .venv/bin/python -m uv pip install -q --python .venv/bin/python --compile-bytecode \
-                -c constraints.txt -e '.[dev]'; then
-            :
-        else
+        if ! { pip_quietly .venv/bin/python -m pip install -q --disable-pip-version-check \
+                   -c constraints.txt uv \
+               && .venv/bin/python -m uv pip install -q --python .venv/bin/python \
+                   --compile-bytecode -c constraints.txt -e '.[dev]'; }; then
             echo "warning: installing with uv failed (above); installing with pip" >&2
-            .venv/bin/python -m pip install -q --disable-pip-version-check -c constraints.txt \
-                -e '.[dev]' 2> >(grep -v "is ignored: it is neither a file nor a directory" >&2)
+            pip_quietly .venv/bin/python -m pip install -q --disable-pip-version-check \
+                -c constraints.txt -e '.[dev]'
         fi
         echo "$stamp" > .venv/.dataspace-stamp
     fi
@@ -271,8 +271,8 @@ case "$cmd" in
     test)
         # in worker processes (pytest-xdist), one test file per worker at a time: two workers
         # more than cores, from 4 to 6 (many tests wait on a deadline, a held model call or a
-        # sandbox: with 3 workers 2 cores were busy about 1.7 of the time, and 4 took the
-        # suite from 678 s to 604 s), the files in the order tests/conftest.py gives them
+        # sandbox: with 3 workers 2 cores were busy about 1.7 of the time; back to back, 4 took
+        # 689 s where 3 took 733 s), the files in the order tests/conftest.py gives them
         # (longest first, from tests/durations.json), not xdist's by test count
         workers=$(($(nproc) + 2)); ((workers < 4)) && workers=4; ((workers > 6)) && workers=6
         exec .venv/bin/python -m pytest -n "$workers" --dist loadfile --no-loadscope-reorder "$@" ;;

@@ -123,7 +123,7 @@ def test_the_venv_is_installed_with_uv_or_else_with_pip(tmp_path, uv) -> None:
             "bash",
             "-c",
             "set -euo pipefail\n"
-            + _dev_functions("python_bin", "ensure_venv")
+            + _dev_functions("pip_quietly", "python_bin", "ensure_venv")
             + "\nensure_venv\necho went on",
         ],
         cwd=tmp_path,
