@@ -118,8 +118,8 @@ ensure_workbench() {
         local build="python-$stamp"
         rm -rf "${root:?}/$build"
         /usr/bin/python3.11 -m venv "$root/$build"
-        pip_quietly "$root/$build/bin/python" -m pip install -q --disable-pip-version-check \
-            --no-deps -r images/runtime-requirements.txt
+        pip_quietly "$root/$build/bin/python" -m pip install -q --disable-pip-version-check --no-deps \
+            -r images/runtime-requirements.txt
         "$root/$build/bin/python" -m pip check >/dev/null
         chmod -R a+rX "$root/$build"
         local previous=""
@@ -165,8 +165,8 @@ ensure_smolagents() {
         [[ -f "$hroot/smolagents/.stamp" && "$(cat "$hroot/smolagents/.stamp")" == "$stamp" ]] && exit 0
         local build="smolagents-$stamp"
         rm -rf "${hroot:?}/$build"
-        pip_quietly "$root/python/bin/python" -m pip install -q --disable-pip-version-check \
-            --no-deps --target "$hroot/$build/site" -r images/smolagents-requirements.txt
+        pip_quietly "$root/python/bin/python" -m pip install -q --disable-pip-version-check --no-deps \
+            --target "$hroot/$build/site" -r images/smolagents-requirements.txt
         PYTHONPATH="$hroot/$build/site" "$root/python/bin/python" -c \
             'import smolagents, openai, yaml; print(smolagents.__version__)' > "$hroot/$build/VERSION"
         echo "$stamp" > "$hroot/$build/.stamp"

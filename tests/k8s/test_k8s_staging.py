@@ -211,7 +211,8 @@ def test_the_stage_answer_is_in_the_pipe_before_the_marker_ends_the_init_contain
         proc.stdin.close()
         unpacked = root / "workspace" / "data.csv"
         end = time.monotonic() + 30
-        while not unpacked.exists() and time.monotonic() < end:
+        # the file is made empty, then written: wait for its bytes
+        while not (unpacked.exists() and unpacked.read_bytes()) and time.monotonic() < end:
             time.sleep(0.01)
         assert unpacked.read_bytes() == b"id\n1\n"
         time.sleep(0.5)  # the helper is blocked writing its answer
