@@ -21,6 +21,12 @@ from dataclasses import dataclass, field
 from typing import Any
 
 CHROMIUM_NAMES = ("chromium", "chromium-browser", "google-chrome")
+# What Runtime.evaluate answers when the document it runs in goes away under it.
+CUT_OFF_BY_NAVIGATION = (
+    "Inspected target navigated or closed",
+    "Execution context was destroyed",
+    "Cannot find context with specified id",
+)
 
 
 def find_chromium() -> str | None:
@@ -213,10 +219,19 @@ class Page:
         return load
 
     def wait_for(self, expression: str, timeout: float = 15.0) -> Any:
-        """Poll until ``expression`` is truthy; returns its value."""
+        """Poll until ``expression`` is truthy; returns its value.
+
+        A poll may span a navigation (a page that reloads itself): an evaluation the
+        navigation cuts off counts as "not yet" and the poll goes on in the new document.
+        """
         deadline = time.monotonic() + timeout
         while True:
-            value = self.eval(expression)
+            try:
+                value = self.eval(expression)
+            except RuntimeError as e:
+                if not any(s in str(e) for s in CUT_OFF_BY_NAVIGATION):
+                    raise
+                value = None
             if value:
                 return value
             if time.monotonic() > deadline:

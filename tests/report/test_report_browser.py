@@ -8,8 +8,10 @@ Screenshots go to ``$DATASPACE_SCREENSHOTS`` when set (else the test's temporary
 
 from __future__ import annotations
 
+import http.server
 import json
 import os
+import threading
 from pathlib import Path
 
 import pytest
@@ -360,3 +362,69 @@ def test_tables_show_intervals_and_the_pairwise_matrix_reads_at_1366_px(browser,
         assert any(h.startswith("report/traces/") for h in links), links
     shots = _shots() or tmp_path
     page.screenshot(str(shots / "report-pairwise.png"), max_height=3200)
+
+
+def test_a_wait_goes_on_across_a_reload_that_cuts_its_evaluation_off():
+    """The review console reloads itself on logout; a wait polling then must not fail.
+
+    The poll's first evaluation blocks in a synchronous request to a loopback server; while
+    it blocks, the page is reloaded, which cuts the evaluation off ("Inspected target
+    navigated or closed"). The server lets the blocked request go only once the evaluation
+    has been cut off, so that happens on every run, not by chance.
+    """
+    blocked, gate = threading.Event(), threading.Event()
+    seen: list[str] = []
+    page_html = b"<body><script>sessionStorage.loads = +(sessionStorage.loads || 0) + 1</script>"
+
+    class Handler(http.server.BaseHTTPRequestHandler):
+        def do_GET(self) -> None:
+            seen.append(self.path)
+            if self.path == "/block":
+                blocked.set()
+                gate.wait(20)
+            self.send_response(200)
+            self.send_header("Content-Type", "text/html")
+            self.send_header("Content-Length", str(len(page_html)))
+            self.end_headers()
+            self.wfile.write(page_html)
+
+        def log_message(self, *args) -> None:
+            pass
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    b = report_browser.Browser(_chromium_or_skip(), allow_hosts=("127.0.0.1",))
+    try:
+        page = b.new_page()
+        page.goto(f"http://127.0.0.1:{server.server_port}/")
+        cut_off: list[str] = []
+        evaluate = page.eval
+
+        def noting_cut_offs(expression: str):
+            try:
+                return evaluate(expression)
+            except RuntimeError as e:
+                cut_off.append(str(e))
+                gate.set()
+                raise
+
+        page.eval = noting_cut_offs  # type: ignore[method-assign]
+
+        def reload_when_blocked() -> None:
+            if blocked.wait(20):
+                b.send("Page.reload", {}, session=page.session)
+
+        reloader = threading.Thread(target=reload_when_blocked)
+        reloader.start()
+        block = "(x => (x.open('GET', '/block', false), x.send(), false))(new XMLHttpRequest())"
+        value = page.wait_for(f"+sessionStorage.loads >= 2 ? 'reloaded' : {block}", timeout=30)
+        reloader.join(30)
+        assert value == "reloaded"
+        assert len(cut_off) == 1 and "navigated or closed" in cut_off[0], cut_off
+        # a poll may reach the new document before its script has counted the load
+        pages = [path for path in seen if path != "/favicon.ico"]
+        assert pages[:3] == ["/", "/block", "/"] and set(pages[3:]) <= {"/block"}, seen
+    finally:
+        gate.set()
+        b.close()
+        server.shutdown()
