@@ -173,14 +173,15 @@ counters() {
   done
 }
 kill_since() {
-  local round stat pid found
+  local round stat pid found quiet=0
   for ((round = 0; round < 500; round++)); do
+    ((quiet)) && read -r -t 0.05 -u 4 _
     found=0
     set +f
     stats=(/proc/[0-9]*/stat)
     set -f
     for stat in "${stats[@]}"; do
-      read -r line < "$stat" || continue
+      read -r line < "$stat" || { found=1; continue; }
       pid=${stat#/proc/}
       pid=${pid%/stat}
       ((pid == $$)) && continue
@@ -189,7 +190,7 @@ kill_since() {
       ((fields[19] >= since)) || continue
       kill -9 "$pid" 2>/dev/null && found=1
     done
-    ((found)) || return 0
+    ((found)) && quiet=0 || ((++quiet < 3)) || return 0
   done
 }
 counters
@@ -225,7 +226,10 @@ container), which then signals the wrapper out of its ``wait``.
 It runs the command with stdin from ``/dev/null``; at the limit (or when the command's forks
 were refused by the pids limit) it kills, with builtins only (no fork, so a full pids
 limit cannot stop it), every process of the container started since the command began,
-a daemon the command left behind included. It then appends to stderr ``TRAILER``, the
+a daemon the command left behind included, in rounds until three in a row, 50 ms apart,
+find none left (under load a fork bomb's process can be listed in ``/proc`` but not yet
+readable, or appear after a round found nothing: a round that meets an unreadable entry
+is not a quiet one). It then appends to stderr ``TRAILER``, the
 token, and: timed out (0/1), the command's exit code, the OOM-kill and refused-fork
 counters of the container's own cgroup before and after (-1 where not readable).
 """
