@@ -19,6 +19,7 @@ import report_browser
 
 from dataspace.report import build_report
 from dataspace.store import open_store
+from dataspace.testing.scripted_server import LoopbackHTTPServer
 from dataspace.testing.synthetic import (
     SAMPLE_PNG_URL,
     SyntheticAgent,
@@ -391,8 +392,7 @@ def test_a_wait_goes_on_across_a_reload_that_cuts_its_evaluation_off():
         def log_message(self, *args) -> None:
             pass
 
-    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
+    server, _ = LoopbackHTTPServer.serve(Handler, name="reloading-page")
     b = report_browser.Browser(_chromium_or_skip(), allow_hosts=("127.0.0.1",))
     try:
         page = b.new_page()
@@ -428,3 +428,4 @@ def test_a_wait_goes_on_across_a_reload_that_cuts_its_evaluation_off():
         gate.set()
         b.close()
         server.shutdown()
+        server.server_close()
