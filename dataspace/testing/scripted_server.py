@@ -56,6 +56,8 @@ from dataspace.errors import ConfigError
 logger = logging.getLogger(__name__)
 
 FALLBACK = "*"
+KILL_SETTLE_SECONDS = 10.0
+"""How long ``kill`` waits for the handlers it woke to record their requests."""
 
 
 class LoopbackHTTPServer(ThreadingHTTPServer):
@@ -191,6 +193,14 @@ class ScriptedServer:
                 conn.shutdown(socket.SHUT_RDWR)
         for gate in gates:  # held handlers wake, see the kill and hang up
             gate.set()
+        # and have recorded their requests when this returns: a request taken before the
+        # kill is never counted as one that came after it
+        deadline = time.monotonic() + KILL_SETTLE_SECONDS
+        while time.monotonic() < deadline:
+            with self._lock:
+                if self.in_flight == 0:
+                    return
+            time.sleep(0.005)
 
     def __enter__(self) -> ScriptedServer:
         return self.start()
@@ -284,7 +294,9 @@ class ScriptedServer:
             with self._lock:
                 self.reported.setdefault(name or "", Reported()).faults += 1
             if "wait" in fault:
-                self._gate(str(fault["wait"])).wait(timeout=float(fault.get("timeout", 300)))
+                gate = self._gate(str(fault["wait"]))
+                if self._lives == life:  # else killed before the gate existed to be opened
+                    gate.wait(timeout=float(fault.get("timeout", 300)))
                 if self._lives != life:  # the server was killed meanwhile
                     return -1, {}, b"", "killed"
             elif "delay" in fault and not ({"status", "malformed", "drop"} & set(fault)):
@@ -475,24 +487,24 @@ class _Handler(BaseHTTPRequestHandler):
         with srv._lock:
             srv.in_flight += 1
             srv.max_in_flight = max(srv.max_in_flight, srv.in_flight)
-        try:
+        try:  # counted in flight until recorded: kill() waits for both
             status, headers, data, outcome = srv.respond(body)
+            name, step = srv._select(body)
+            with srv._lock:
+                srv.requests.append(
+                    RecordedRequest(
+                        script=name,
+                        step=step,
+                        path=self.path,
+                        headers=dict(self.headers.items()),
+                        body=body,
+                        outcome=outcome,
+                        raw=raw,
+                    )
+                )
         finally:
             with srv._lock:
                 srv.in_flight -= 1
-        name, step = srv._select(body)
-        with srv._lock:
-            srv.requests.append(
-                RecordedRequest(
-                    script=name,
-                    step=step,
-                    path=self.path,
-                    headers=dict(self.headers.items()),
-                    body=body,
-                    outcome=outcome,
-                    raw=raw,
-                )
-            )
         if status < 0:
             self.close_connection = True
             with contextlib.suppress(OSError):

@@ -467,23 +467,23 @@ class _WireHandler(BaseHTTPRequestHandler):
         with srv._lock:
             srv.in_flight += 1
             srv.max_in_flight = max(srv.max_in_flight, srv.in_flight)
-        try:
+        try:  # counted in flight until recorded: kill() waits for both
             status, headers, data, outcome = srv.respond_wire(self.path, body)
+            name, step = srv._select(body)
+            with srv._lock:
+                srv.requests.append(
+                    RecordedRequest(
+                        script=name,
+                        step=step,
+                        path=self.path,
+                        headers=dict(self.headers.items()),
+                        body=body,
+                        outcome=outcome,
+                    )
+                )
         finally:
             with srv._lock:
                 srv.in_flight -= 1
-        name, step = srv._select(body)
-        with srv._lock:
-            srv.requests.append(
-                RecordedRequest(
-                    script=name,
-                    step=step,
-                    path=self.path,
-                    headers=dict(self.headers.items()),
-                    body=body,
-                    outcome=outcome,
-                )
-            )
         if status < 0:
             self.close_connection = True
             with contextlib.suppress(OSError):

@@ -9,6 +9,8 @@ from __future__ import annotations
 import http.client
 import json
 import socket
+import threading
+import time
 from collections.abc import Iterator
 from typing import Any
 
@@ -147,3 +149,47 @@ def test_chat_relay_clears_the_mark_when_the_endpoint_comes_back(monkeypatch):
     finally:
         relay.client.close()
         srv.stop()
+
+
+class _SlowToRecord(ScriptedServer):
+    """Once killed, picks each request's script slowly, as a loaded machine may: a handler
+    woken by the kill records its request a while after the kill."""
+
+    def _select(self, body: Any) -> tuple[str | None, int]:
+        if self._lives:
+            time.sleep(0.3)
+        return super()._select(body)
+
+
+def test_a_request_held_when_the_server_is_killed_is_recorded_before_kill_returns():
+    """Guards counting what an endpoint served across its death: a held request is recorded
+    by its handler after the kill wakes it, and ``kill`` waits for that, so a count taken
+    when it returns (what came after the kill) never grows by a request taken before."""
+    srv = _SlowToRecord({"task_1": [{"faults": [{"wait": "stop"}], "content": "late"}]}).start()
+    url = f"{srv.url}/chat/completions"
+    body = json.dumps({"model": "scripted", "messages": [{"role": "user", "content": "task_1"}]})
+    errors: list[BaseException] = []
+
+    def call() -> None:
+        try:
+            host, port = url.split("//")[1].split("/")[0].split(":")
+            conn = http.client.HTTPConnection(host, int(port), timeout=30)
+            conn.request("POST", "/v1/chat/completions", body, {"Content-Type": "application/json"})
+            conn.getresponse().read()
+        except (OSError, http.client.HTTPException) as exc:  # the kill cuts the call
+            errors.append(exc)
+
+    caller = threading.Thread(target=call)
+    caller.start()
+    try:
+        deadline = time.monotonic() + 30
+        while srv.in_flight < 1 and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert srv.in_flight == 1 and not srv.requests  # held, not yet recorded
+        srv.kill()
+        assert [(r.script, r.outcome != "") for r in srv.requests] == [("task_1", True)]
+        assert srv.in_flight == 0
+    finally:
+        caller.join(timeout=30)
+        srv.stop()
+    assert not caller.is_alive() and len(errors) == 1  # the call was cut, not answered
