@@ -423,14 +423,14 @@ def read_rows(data: bytes) -> list[ResultRow]:
     """Parquet bytes -> the rows as records (nulls stay None; no pandas)."""
     import pyarrow.parquet as pq
 
-    return [ResultRow.from_row(r) for r in pq.read_table(io.BytesIO(data)).to_pylist()]
+    return [ResultRow.from_row(r) for r in pq.ParquetFile(io.BytesIO(data)).read().to_pylist()]
 
 
 def read_results(data: bytes) -> Any:
     """Parquet bytes -> pandas DataFrame with ``verdict`` and ``task_metadata`` decoded."""
     import pyarrow.parquet as pq
 
-    return table_to_frame(pq.read_table(io.BytesIO(data)))
+    return table_to_frame(pq.ParquetFile(io.BytesIO(data)).read())
 
 
 def table_to_frame(table: Any) -> Any:

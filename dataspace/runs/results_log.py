@@ -146,7 +146,7 @@ def _read_base(store: Any, prefix: str, *, footer_only: bool = False) -> _Base:
             meta = pq.read_schema(source).metadata or {}
             table = None
         else:
-            table = conform_table(pq.read_table(source))
+            table = conform_table(pq.ParquetFile(source).read())
             meta = table.schema.metadata or {}
     except NotFoundError:
         return _Base(table=None, through=-1)
@@ -187,7 +187,7 @@ def read_results_table(store: Any, prefix: str) -> Any:
         tables = [] if base.table is None else [base.table]
         try:
             for _, key in parts:
-                tables.append(conform_table(pq.read_table(io.BytesIO(store.get_bytes(key)))))
+                tables.append(conform_table(pq.ParquetFile(io.BytesIO(store.get_bytes(key))).read()))
         except NotFoundError:
             logger.debug("%s: a results part was merged while read; reading again", prefix)
             continue
