@@ -14,9 +14,11 @@ ROOT = Path(__file__).resolve().parents[1]
 
 
 def test_ci_prints_the_20_slowest_tests_at_the_end() -> None:
-    """Guards the suite's time budget being visible: ``--durations=20`` reaches pytest."""
+    """Guards the suite's time budget being visible: ``--durations=20`` reaches pytest.
+    ``-n 0`` (passed on to pytest, after dev.sh's own ``-n``) runs the one test without
+    starting worker processes, each of which would collect the whole suite first."""
     out = subprocess.run(
-        ["bash", ".ci/run", "tests/test_ci.py::test_a_quick_target"],
+        ["bash", ".ci/run", "-n", "0", "tests/test_ci.py::test_a_quick_target"],
         cwd=ROOT,
         capture_output=True,
         text=True,
