@@ -2,7 +2,8 @@
 
 Frames go to ffmpeg as raw RGB24 on a pipe (every frame the same size and pixel format)
 with the narration WAV as the second input; the output is H.264 (yuv420p) with AAC audio in
-an MP4. No system ffmpeg is needed. ``probe`` decodes a file fully and reports its
+an MP4, encoded by one x264 thread so that the bytes are the same on every machine. No
+system ffmpeg is needed. ``probe`` decodes a file fully and reports its
 duration, frame count and streams; ``frame_at`` decodes one frame as grayscale.
 """
 
@@ -188,6 +189,11 @@ def _encode(
             "1:a",
             "-c:v",
             "libx264",
+            # x264's output differs with its thread count, which it would take from the
+            # machine's cores: one thread gives the same bytes on every machine (a build
+            # runs several items at once for its throughput)
+            "-threads",
+            "1",
             "-preset",
             "veryfast",
             "-crf",
