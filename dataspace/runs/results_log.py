@@ -187,7 +187,9 @@ def read_results_table(store: Any, prefix: str) -> Any:
         tables = [] if base.table is None else [base.table]
         try:
             for _, key in parts:
-                tables.append(conform_table(pq.ParquetFile(io.BytesIO(store.get_bytes(key))).read()))
+                tables.append(
+                    conform_table(pq.ParquetFile(io.BytesIO(store.get_bytes(key))).read())
+                )
         except NotFoundError:
             logger.debug("%s: a results part was merged while read; reading again", prefix)
             continue

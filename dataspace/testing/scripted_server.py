@@ -46,7 +46,7 @@ import sys
 import threading
 import time
 import uuid
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
@@ -231,6 +231,42 @@ class ScriptedServer:
     def open_gate(self, name: str) -> None:
         """Release every reply held by a ``wait`` fault on gate ``name`` (now and later)."""
         self._gate(name).set()
+
+    def handle(
+        self,
+        respond: Callable[[], tuple[int, dict[str, str], bytes, str]],
+        body: Mapping[str, Any],
+        *,
+        path: str,
+        headers: Mapping[str, str],
+        raw: bytes = b"",
+    ) -> tuple[int, dict[str, str], bytes]:
+        """Status, headers and body of ``respond()`` for one request, which is recorded.
+
+        The request counts as in flight until it is recorded: ``kill`` waits for both.
+        """
+        with self._lock:
+            self.in_flight += 1
+            self.max_in_flight = max(self.max_in_flight, self.in_flight)
+        try:
+            status, out_headers, data, outcome = respond()
+            name, step = self._select(body)
+            with self._lock:
+                self.requests.append(
+                    RecordedRequest(
+                        script=name,
+                        step=step,
+                        path=path,
+                        headers=dict(headers),
+                        body=body,
+                        outcome=outcome,
+                        raw=raw,
+                    )
+                )
+        finally:
+            with self._lock:
+                self.in_flight -= 1
+        return status, out_headers, data
 
     def served(self, script: str | None, step: int) -> int:
         """How many requests for ``step`` of ``script`` have arrived (counted on arrival)."""
@@ -484,27 +520,13 @@ class _Handler(BaseHTTPRequestHandler):
             self._send(400, {}, b'{"error": {"message": "request body is not JSON"}}')
             return
         srv = self.scripted
-        with srv._lock:
-            srv.in_flight += 1
-            srv.max_in_flight = max(srv.max_in_flight, srv.in_flight)
-        try:  # counted in flight until recorded: kill() waits for both
-            status, headers, data, outcome = srv.respond(body)
-            name, step = srv._select(body)
-            with srv._lock:
-                srv.requests.append(
-                    RecordedRequest(
-                        script=name,
-                        step=step,
-                        path=self.path,
-                        headers=dict(self.headers.items()),
-                        body=body,
-                        outcome=outcome,
-                        raw=raw,
-                    )
-                )
-        finally:
-            with srv._lock:
-                srv.in_flight -= 1
+        status, headers, data = srv.handle(
+            lambda: srv.respond(body),
+            body,
+            path=self.path,
+            headers=dict(self.headers.items()),
+            raw=raw,
+        )
         if status < 0:
             self.close_connection = True
             with contextlib.suppress(OSError):

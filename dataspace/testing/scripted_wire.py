@@ -42,7 +42,6 @@ from typing import Any
 from dataspace.testing.scripted_server import (
     FALLBACK,
     LoopbackHTTPServer,
-    RecordedRequest,
     Reported,
     ScriptedServer,
 )
@@ -464,26 +463,12 @@ class _WireHandler(BaseHTTPRequestHandler):
             n = max(1, len(json.dumps(body.get("messages"))) // 4)
             self._send(200, {}, json.dumps({"input_tokens": n}).encode())
             return
-        with srv._lock:
-            srv.in_flight += 1
-            srv.max_in_flight = max(srv.max_in_flight, srv.in_flight)
-        try:  # counted in flight until recorded: kill() waits for both
-            status, headers, data, outcome = srv.respond_wire(self.path, body)
-            name, step = srv._select(body)
-            with srv._lock:
-                srv.requests.append(
-                    RecordedRequest(
-                        script=name,
-                        step=step,
-                        path=self.path,
-                        headers=dict(self.headers.items()),
-                        body=body,
-                        outcome=outcome,
-                    )
-                )
-        finally:
-            with srv._lock:
-                srv.in_flight -= 1
+        status, headers, data = srv.handle(
+            lambda: srv.respond_wire(self.path, body),
+            body,
+            path=self.path,
+            headers=dict(self.headers.items()),
+        )
         if status < 0:
             self.close_connection = True
             with contextlib.suppress(OSError):
