@@ -11,8 +11,9 @@ import pytest
 
 # frames that move (x264 codes still frames alike with any threads), a silent WAV
 _ENCODE = """
-import hashlib, io, sys, wave
+import hashlib, io, os, sys, wave
 import numpy as np
+os.sched_setaffinity(0, {int(c) for c in sys.argv[1].split(",")})  # ffmpeg inherits it
 from builder.video.encoding import encode
 w, h, fps, n = 320, 240, 8, 40
 y, x = np.mgrid[0:h, 0:w]
@@ -34,12 +35,11 @@ print(hashlib.sha256(data).hexdigest())
 
 def _encoded_on(cpus: set[int]) -> str:
     out = subprocess.run(
-        [sys.executable, "-c", _ENCODE],
+        [sys.executable, "-c", _ENCODE, ",".join(map(str, sorted(cpus)))],
         capture_output=True,
         text=True,
         check=False,
         timeout=300,
-        preexec_fn=lambda: os.sched_setaffinity(0, cpus),
     )
     assert out.returncode == 0, out.stderr
     return out.stdout.strip()
