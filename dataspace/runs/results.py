@@ -419,18 +419,25 @@ def rows_to_parquet(
     return table_to_parquet(rows_to_table(rows), metadata=metadata)
 
 
-def read_rows(data: bytes) -> list[ResultRow]:
-    """Parquet bytes -> the rows as records (nulls stay None; no pandas)."""
+def read_parquet(source: Any) -> Any:
+    """One Parquet file (a path, its bytes or a file object) as a pyarrow Table.
+
+    The table ``pyarrow.parquet.read_table`` gives, metadata included, without importing
+    ``pyarrow.dataset`` (which ``read_table`` does, at a cost to every process that reads).
+    """
     import pyarrow.parquet as pq
 
-    return [ResultRow.from_row(r) for r in pq.ParquetFile(io.BytesIO(data)).read().to_pylist()]
+    return pq.ParquetFile(io.BytesIO(source) if isinstance(source, bytes) else source).read()
+
+
+def read_rows(data: bytes) -> list[ResultRow]:
+    """Parquet bytes -> the rows as records (nulls stay None; no pandas)."""
+    return [ResultRow.from_row(r) for r in read_parquet(data).to_pylist()]
 
 
 def read_results(data: bytes) -> Any:
     """Parquet bytes -> pandas DataFrame with ``verdict`` and ``task_metadata`` decoded."""
-    import pyarrow.parquet as pq
-
-    return table_to_frame(pq.ParquetFile(io.BytesIO(data)).read())
+    return table_to_frame(read_parquet(data))
 
 
 def table_to_frame(table: Any) -> Any:
@@ -471,6 +478,7 @@ __all__ = [
     "ResultRow",
     "conform_table",
     "normalize_row",
+    "read_parquet",
     "read_results",
     "read_rows",
     "row_identity",

@@ -131,7 +131,7 @@ class _Base:
 def _read_base(store: Any, prefix: str, *, footer_only: bool = False) -> _Base:
     import pyarrow.parquet as pq
 
-    from dataspace.runs.results import conform_table
+    from dataspace.runs.results import conform_table, read_parquet
 
     key = _key(prefix, RESULTS_NAME)
     local = store.local_path(key)
@@ -146,7 +146,7 @@ def _read_base(store: Any, prefix: str, *, footer_only: bool = False) -> _Base:
             meta = pq.read_schema(source).metadata or {}
             table = None
         else:
-            table = conform_table(pq.ParquetFile(source).read())
+            table = conform_table(read_parquet(source))
             meta = table.schema.metadata or {}
     except NotFoundError:
         return _Base(table=None, through=-1)
@@ -172,9 +172,8 @@ def read_results_table(store: Any, prefix: str) -> Any:
         NotFoundError: the run has neither ``results.parquet`` nor a part.
     """
     import pyarrow as pa
-    import pyarrow.parquet as pq
 
-    from dataspace.runs.results import conform_table
+    from dataspace.runs.results import conform_table, read_parquet
 
     for _ in range(_READ_TRIES):
         base = _read_base(store, prefix)
@@ -187,9 +186,7 @@ def read_results_table(store: Any, prefix: str) -> Any:
         tables = [] if base.table is None else [base.table]
         try:
             for _, key in parts:
-                tables.append(
-                    conform_table(pq.ParquetFile(io.BytesIO(store.get_bytes(key))).read())
-                )
+                tables.append(conform_table(read_parquet(store.get_bytes(key))))
         except NotFoundError:
             logger.debug("%s: a results part was merged while read; reading again", prefix)
             continue
