@@ -166,14 +166,12 @@ def test_a_request_held_when_the_server_is_killed_is_recorded_before_kill_return
     by its handler after the kill wakes it, and ``kill`` waits for that, so a count taken
     when it returns (what came after the kill) never grows by a request taken before."""
     srv = _SlowToRecord({"task_1": [{"faults": [{"wait": "stop"}], "content": "late"}]}).start()
-    url = f"{srv.url}/chat/completions"
     body = json.dumps({"model": "scripted", "messages": [{"role": "user", "content": "task_1"}]})
     errors: list[BaseException] = []
 
     def call() -> None:
         try:
-            host, port = url.split("//")[1].split("/")[0].split(":")
-            conn = http.client.HTTPConnection(host, int(port), timeout=30)
+            conn = http.client.HTTPConnection("127.0.0.1", srv.port, timeout=30)
             conn.request("POST", "/v1/chat/completions", body, {"Content-Type": "application/json"})
             conn.getresponse().read()
         except (OSError, http.client.HTTPException) as exc:  # the kill cuts the call
