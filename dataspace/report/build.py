@@ -393,7 +393,8 @@ def _compute(
         "passk": lambda: plots.pass_at_k_figure(pk, labels),
     }
     # the figures draw from the frames as they are before the comparisons are added; the
-    # heaviest are drawn on another core meanwhile
+    # heaviest are drawn on another core meanwhile, by a child that inherits matplotlib
+    plots.import_drawing()
     elsewhere = Background({k: draw[k] for k in BACKGROUND_FIGURES})
     notes += add_comparisons(data, df, labels, level)
     drawn = {k: f() for k, f in draw.items() if k not in BACKGROUND_FIGURES}

@@ -59,6 +59,18 @@ def colors(labels: Sequence[str]) -> dict[str, str]:
     return {lab: _PALETTE[i % len(_PALETTE)] for i, lab in enumerate(labels)}
 
 
+def import_drawing() -> None:
+    """Import the matplotlib modules drawing a figure takes.
+
+    The report calls it before it forks the process that draws its heaviest figures, so the
+    child inherits these modules instead of importing them a second time (about 0.2 CPU s
+    of every report; the figures are the same).
+    """
+    import matplotlib.backends.backend_agg  # text extents (spread_labels)
+    import matplotlib.backends.backend_svg  # savefig(format="svg")
+    import matplotlib.figure  # noqa: F401
+
+
 def _svg(fig: Any, salt: str) -> str:
     import matplotlib
 
@@ -321,6 +333,7 @@ __all__ = [
     "accuracy_figure",
     "colors",
     "gap_figure",
+    "import_drawing",
     "pareto_figure",
     "pass_at_k_figure",
     "spread_figure",
