@@ -153,6 +153,39 @@ def test_the_venv_is_installed_with_uv_or_else_with_pip(tmp_path, uv) -> None:
     assert "uv==" in (ROOT / "constraints.txt").read_text()
 
 
+@pytest.mark.skipif(
+    not Path("/usr/bin/python3.11").is_file(),
+    reason="no Debian python3.11 at /usr/bin (the set-up installs it as root)",
+)
+def test_the_venv_is_made_from_debians_python_before_one_on_the_path(tmp_path) -> None:
+    """``python_bin`` chooses Debian's /usr/bin/python3.11 (built with profile-guided and
+    link-time optimization) over a Python 3.11 earlier on the PATH, and falls back to the
+    PATH's when Debian's is not 3.11."""
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    (bin_dir / "python3.11").write_text("#!/bin/sh\nexit 0\n")  # says it is 3.11
+    (bin_dir / "python3.11").chmod(0o755)
+    env = {**os.environ, "PATH": f"{bin_dir}:{os.environ['PATH']}"}
+    functions = _dev_functions("python_bin")
+
+    def chosen(script: str) -> str:
+        out = subprocess.run(
+            ["bash", "-c", f"set -euo pipefail\n{functions}\n{script}"],
+            capture_output=True,
+            text=True,
+            timeout=30,
+            check=True,
+            env=env,
+        )
+        return out.stdout.strip()
+
+    assert chosen("python_bin") == "/usr/bin/python3.11"
+    # the same function with Debian's path standing for a Python that is not 3.11
+    assert chosen(functions.replace("/usr/bin/python3.11", "/bin/false") + "\npython_bin") == (
+        str(bin_dir / "python3.11")
+    )
+
+
 @pytest.mark.parametrize(("cores", "workers"), [(1, 4), (2, 4), (3, 5), (4, 6), (16, 6)])
 def test_the_suite_runs_two_workers_more_than_cores_from_4_to_6(cores, workers) -> None:
     """The worker count ``dev.sh test`` computes, as it computes it, for a given ``nproc``."""
